@@ -1,0 +1,1 @@
+"""Shipped configuration: defaults, examples (regions, workloads), deployment recipes."""

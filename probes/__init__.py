@@ -1,0 +1,1 @@
+"""Built-in probes, one module each. Probes never import textual."""

@@ -1,0 +1,233 @@
+"""Shared fixtures: a real OpenSSH sshd on 127.0.0.1, and running the real CLI.
+
+The sshd gets its own config, host key and client key in a temp dir; nothing
+outside that dir is touched. Tests reach it through an ssh config alias
+(``box``) that sets Port, IdentityFile and UserKnownHostsFile, like a user would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _keygen(path: Path, comment: str) -> str:
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+        check=True,
+    )
+    return path.with_suffix(".pub").read_text().strip()
+
+
+@dataclass
+class Sshd:
+    """A running sshd and the client-side files that reach it."""
+
+    dir: Path
+    port: int
+    user: str
+    client_key: Path
+    known_hosts: Path
+    ssh_config: Path
+    host_key_line: str
+    proc: subprocess.Popen[bytes] | None = None
+    alias: str = "box"
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def target(self) -> str:
+        return f"{self.user}@127.0.0.1:{self.port}"
+
+    def cli(self) -> list[str]:
+        """Arguments that make `inferfit <cmd>` reach this sshd through the alias."""
+        return ["-F", str(self.ssh_config), self.alias]
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def kill(self) -> None:
+        """SIGKILL the listener and every session child it forked (by our PIDs only)."""
+        if self.proc is None:
+            return
+        for pid in _children(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        self.proc.wait(5)
+
+
+def _children(pid: int) -> list[int]:
+    """Descendants of pid, from /proc (the sshd session processes we started)."""
+    kids: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(entry.name))
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def start_sshd(
+    base: Path,
+    *,
+    path_prepend: Sequence[str | os.PathLike[str]] = (),
+    setenv: dict[str, str] | None = None,
+) -> Sshd:
+    base.mkdir(parents=True, exist_ok=True)
+    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+    user = getpass.getuser()
+    host_key = base / "ssh_host_ed25519_key"
+    host_pub = _keygen(host_key, "inferfit-test-host")
+    client_key = base / "id_ed25519"
+    client_pub = _keygen(client_key, "inferfit-test-client")
+    authorized = base / "authorized_keys"
+    authorized.write_text(client_pub + "\n")
+    port = free_port()
+    env_path = ":".join([*(str(p) for p in path_prepend), DEFAULT_PATH])
+    env = {"PATH": env_path, **(setenv or {})}
+    setenv_line = "SetEnv " + " ".join(f'{k}="{v}"' for k, v in env.items())
+    config = base / "sshd_config"
+    config.write_text(
+        f"""Port {port}
+ListenAddress 127.0.0.1
+HostKey {host_key}
+PidFile {base / "sshd.pid"}
+AuthorizedKeysFile {authorized}
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+PermitRootLogin prohibit-password
+StrictModes no
+MaxSessions 10
+MaxStartups 100:30:200
+LogLevel ERROR
+{setenv_line}
+"""
+    )
+    known_hosts = base / "known_hosts"
+    host_key_line = f"[127.0.0.1]:{port} {' '.join(host_pub.split()[:2])}"
+    known_hosts.write_text(host_key_line + "\n")
+    ssh_config = base / "ssh_config"
+    ssh_config.write_text(
+        f"""Host box
+    HostName 127.0.0.1
+    Port {port}
+    User {user}
+    IdentityFile {client_key}
+    IdentitiesOnly yes
+    UserKnownHostsFile {known_hosts}
+    StrictHostKeyChecking yes
+"""
+    )
+    log = (base / "sshd.log").open("wb")
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"sshd exited: {(base / 'sshd.log').read_text()}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        raise RuntimeError("sshd did not start listening within 10 s")
+    return Sshd(base, port, user, client_key, known_hosts, ssh_config, host_key_line, proc)
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """One sshd for the session (default PATH). Do not kill it; use sshd_factory."""
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def sshd_factory(tmp_path: Path) -> Iterator[Callable[..., Sshd]]:
+    """Start private sshd instances (e.g. with fake binaries first on PATH)."""
+    started: list[Sshd] = []
+
+    def start(**kwargs: object) -> Sshd:
+        server = start_sshd(tmp_path / f"sshd{len(started)}", **kwargs)  # type: ignore[arg-type]
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty HOME and user config dir, so the developer's ~/.ssh never leaks in."""
+    h = tmp_path / "home"
+    (h / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(h))
+    monkeypatch.setenv("INFERFIT_CONFIG_DIR", str(h / ".config" / "inferfit"))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    return h
+
+
+@dataclass
+class CLIResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def inferfit_cli(home: Path, tmp_path: Path) -> Callable[..., CLIResult]:
+    """Run the installed `inferfit` console script as a user would (a real process)."""
+    exe = shutil.which("inferfit", path=str(Path(sys.executable).parent)) or "inferfit"
+
+    def run(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
+            cwd: Path | None = None) -> CLIResult:
+        full_env = {**os.environ, **(env or {})}
+        done = subprocess.run(
+            [exe, *args], capture_output=True, text=True, timeout=timeout, env=full_env,
+            cwd=cwd or tmp_path,
+        )
+        return CLIResult(done.returncode, done.stdout, done.stderr)
+
+    return run
