@@ -125,7 +125,9 @@ class Config:
             cfg._merge(nested, "command line", schema=schema)
         return cfg
 
-    def _merge(self, layer: Mapping[str, Any], source: str, schema: Mapping[str, Any] | None) -> None:
+    def _merge(
+        self, layer: Mapping[str, Any], source: str, schema: Mapping[str, Any] | None
+    ) -> None:
         if schema is not None:
             _validate(layer, schema, source, prefix="")
         self.files.append(source)
@@ -153,7 +155,9 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
 
 
-def _validate(layer: Mapping[str, Any], schema: Mapping[str, Any], source: str, prefix: str) -> None:
+def _validate(
+    layer: Mapping[str, Any], schema: Mapping[str, Any], source: str, prefix: str
+) -> None:
     for key, value in layer.items():
         dotted = f"{prefix}{key}"
         if not prefix and key in OPEN_KEYS:

@@ -95,13 +95,16 @@ class ProbeResult:
         status = values.pop("status", None)
         if status not in STATUSES:
             raise FindingsError(
-                f"{where}: probes.{name}.status is {status!r}; expected one of {', '.join(STATUSES)}"
+                f"{where}: probes.{name}.status is {status!r}; "
+                f"expected one of {', '.join(STATUSES)}"
             )
         summary = values.pop("summary", "")
         duration = values.pop("duration_s", 0.0)
         notes = values.pop("notes", [])
         if not isinstance(summary, str) or not isinstance(duration, int | float):
-            raise FindingsError(f"{where}: probes.{name}: summary must be text, duration_s a number")
+            raise FindingsError(
+                f"{where}: probes.{name}: summary must be text, duration_s a number"
+            )
         if not isinstance(notes, list):
             raise FindingsError(f"{where}: probes.{name}.notes must be a list of strings")
         error_kind = values.pop("error_kind", None)
@@ -179,7 +182,8 @@ class Findings:
             if key in doc:
                 raise ValueError(f"section {key!r} clashes with a top-level findings key")
             doc[key] = table
-        return clean(doc)
+        cleaned: dict[str, Any] = clean(doc)
+        return cleaned
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any], where: str = "findings") -> Findings:
@@ -248,7 +252,7 @@ class Findings:
                 doc = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise FindingsError(f"{p}: not valid {p.suffix.lstrip('.') or 'TOML'}: {exc}") from None
-        return cls.from_dict(doc, where=str(p))
+        return cls.from_dict(cast(dict[str, Any], doc), where=str(p))
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -6,6 +6,7 @@ check travel as positional parameters, never pasted into the script.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -72,7 +73,8 @@ def parse_system(text: str) -> dict[str, Any]:
         if sep:
             osr[key.strip()] = value.strip().strip('"')
     if osr:
-        out["os"] = osr.get("PRETTY_NAME") or f"{osr.get('NAME', '')} {osr.get('VERSION', '')}".strip()
+        plain = f"{osr.get('NAME', '')} {osr.get('VERSION', '')}".strip()
+        out["os"] = osr.get("PRETTY_NAME") or plain
         if "ID" in osr:
             out["os_id"] = osr["ID"]
         if "VERSION_ID" in osr:
@@ -101,10 +103,8 @@ def parse_system(text: str) -> dict[str, Any]:
         if len(parts) >= 3:
             out["load_1m"], out["load_5m"], out["load_15m"] = (float(p) for p in parts[:3])
     if sec.get("uptime"):
-        try:
+        with contextlib.suppress(ValueError, IndexError):
             out["uptime_s"] = round(float(sec["uptime"][0].split()[0]))
-        except (ValueError, IndexError):
-            pass
     filesystems = []
     seen: set[str] = set()
     for line in sec.get("df", [])[1:]:
@@ -144,7 +144,9 @@ def judge(values: dict[str, Any], options: dict[str, Any]) -> tuple[Status, str,
     for fs in values.get("filesystems", []):
         if fs["free_gib"] < free_warn:
             status = "warn"
-            notes.append(f"only {fs['free_gib']} GiB free on {fs['mount']} (warn below {free_warn:g})")
+            notes.append(
+                f"only {fs['free_gib']} GiB free on {fs['mount']} (warn below {free_warn:g})"
+            )
     swap_used = values.get("swap_used_mib")
     if swap_used is not None and swap_used > swap_warn:
         status = "warn"

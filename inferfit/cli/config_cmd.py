@@ -31,6 +31,6 @@ def run_show(args: argparse.Namespace) -> int:
     print(f"# layers, lowest first: {'; '.join(config.files)}")
     width = max((len(k) for k, _v, _s in config.explain()), default=10)
     for key, value, source in config.explain():
-        shown = json.dumps(value) if not isinstance(value, str) else json.dumps(value)
+        shown = json.dumps(value)
         print(f"{key:<{width}} = {shown:<30}  # {source}")
     return 0

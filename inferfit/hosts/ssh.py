@@ -209,7 +209,8 @@ class SSHHost:
                 f"the host key of {shown} does not match the one in {files[0]}: "
                 "it changed, or someone is intercepting the connection",
                 fix=f"if the box was reinstalled, remove the old entry with "
-                f"`ssh-keygen -R {shlex.quote(shown)} -f {shlex.quote(files[0])}` and connect again",
+                f"`ssh-keygen -R {shlex.quote(shown)} -f {shlex.quote(files[0])}` "
+                "and connect again",
             )
         return HostKeyUnknownError(
             f"the host key of {shown} is not in {files[0]} ({exc})",
@@ -229,11 +230,8 @@ class SSHHost:
         if key is None:
             return
         pattern = host if port == 22 else f"[{host}]:{port}"
-        path = Path(files[0])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        line = f"{pattern} {key.export_public_key('openssh').decode().strip()}\n"
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write(line)
+        public = key.export_public_key("openssh").decode().strip()
+        _append_line(Path(files[0]), f"{pattern} {public}")
 
     async def close(self) -> None:
         if self._conn is not None:
@@ -275,7 +273,9 @@ class SSHHost:
                 if conn.is_closed():
                     self._conn = None
                     raise self._lost(argv, exc) from None
-                raise HostError(f"cannot open an SSH channel on {self.name}: {exc.reason}") from None
+                raise HostError(
+                    f"cannot open an SSH channel on {self.name}: {exc.reason}"
+                ) from None
         if proc.exit_status is None:
             # The channel closed without an exit status: the connection died.
             self._conn = None
@@ -363,6 +363,12 @@ def _known_hosts_has(files: Sequence[str], host: str, port: int) -> bool:
         if trusted[0]:
             return True
     return False
+
+
+def _append_line(path: Path, line: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
 
 
 def local_user() -> str:
