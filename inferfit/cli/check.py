@@ -18,6 +18,8 @@ from inferfit.cli.common import (
     load_config,
     stderr_progress,
 )
+from inferfit.cli.fleet_mode import add_fleet_options, fleet_requested
+from inferfit.cli.fleet_mode import run as run_fleet
 from inferfit.config import ConfigError
 from inferfit.findings import Findings, FindingsError, Status
 from inferfit.hosts import HostError
@@ -40,8 +42,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "0 all ok, 1 a warning, 2 a failure, 3 could not check (connection, auth, host key, "
         "a probe that could not run).",
     )
-    p.add_argument("target", nargs="?", metavar="TARGET",
-                   help="[user@]host[:port] or ssh-config alias; omit for the local machine")
+    p.add_argument("target", nargs="*", metavar="TARGET",
+                   help="[user@]host[:port] or ssh-config alias; omit for the local machine; "
+                   "several run in parallel (fleet mode)")
     p.add_argument("--probe", action="append", metavar="NAME",
                    help="run only this probe (repeatable); default: all")
     p.add_argument("--export", metavar="FILE",
@@ -50,10 +53,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     add_config_option(p)
     add_ssh_options(p)
+    add_fleet_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if fleet_requested(args):
+        return run_fleet(args)
+    target = args.target[0] if args.target else None
     try:
         config = load_config(args)
     except ConfigError as exc:
@@ -65,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"inferfit: {exc}", file=sys.stderr)
         return EXIT_UNKNOWN
     try:
-        host = host_for(args.target, args, config)
+        host = host_for(target, args, config)
     except ValueError as exc:
-        print(f"inferfit: bad target {args.target!r}: {exc}", file=sys.stderr)
+        print(f"inferfit: bad target {target!r}: {exc}", file=sys.stderr)
         return EXIT_UNKNOWN
     progress = stderr_progress(host.name, args.quiet)
 
