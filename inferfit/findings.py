@@ -251,7 +251,8 @@ class Findings:
             else:
                 doc = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise FindingsError(f"{p}: not valid {p.suffix.lstrip('.') or 'TOML'}: {exc}") from None
+            kind = "JSON" if p.suffix == ".json" else "TOML"
+            raise FindingsError(f"{p}: not valid {kind}: {exc}") from None
         return cls.from_dict(cast(dict[str, Any], doc), where=str(p))
 
 

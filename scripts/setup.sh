@@ -20,5 +20,5 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q --upgrade pip setuptools wheel >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]' --config-settings editable_mode=strict

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import math
 import os
 import shlex
 import socket
@@ -109,6 +110,7 @@ class SSHHost:
         self._lock = asyncio.Lock()
         self._channels = asyncio.Semaphore(MAX_CHANNELS)
         self.connect_s: float | None = None
+        self._has_timeout: bool | None = None
 
     # -- connection ------------------------------------------------------
     def _config_paths(self) -> list[str]:
@@ -117,7 +119,7 @@ class SSHHost:
         default = Path.home() / ".ssh" / "config"
         return [str(default)] if default.is_file() else []
 
-    def _client_options(self, **extra: Any) -> asyncssh.SSHClientConnectionOptions:
+    def _connect_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "config": self._config_paths() or None,
             "host": self.target.host,
@@ -135,9 +137,11 @@ class SSHHost:
             kwargs["username"] = self.target.user
         if self.options.identity_file:
             kwargs["client_keys"] = [self.options.identity_file]
-        kwargs.update(extra)
+        return kwargs
+
+    def _client_options(self) -> asyncssh.SSHClientConnectionOptions:
         try:
-            return asyncssh.SSHClientConnectionOptions(**kwargs)
+            return asyncssh.SSHClientConnectionOptions(**self._connect_kwargs())
         except (OSError, asyncssh.Error, ValueError) as exc:
             raise HostError(
                 f"cannot read SSH settings for {self.address}: {exc}",
@@ -163,7 +167,9 @@ class SSHHost:
             started = time.monotonic()
             try:
                 async with asyncio.timeout(self.options.connect_timeout_s + 5):
-                    self._conn = await asyncssh.connect(options=opts)
+                    # Pass the config paths (not prebuilt options) so ProxyJump
+                    # hops read the same -F file, as ssh does.
+                    self._conn = await asyncssh.connect(**self._connect_kwargs())
             except asyncssh.HostKeyNotVerifiable as exc:
                 raise self._host_key_error(host, port, exc) from None
             except asyncssh.PermissionDenied as exc:
@@ -250,6 +256,11 @@ class SSHHost:
     ) -> Completed:
         conn = await self.connect()
         command = shlex.join(argv)
+        if await self._remote_has_timeout(conn):
+            # The box ends the command itself shortly after our deadline, so a
+            # timed-out command never lingers there (OpenSSH ignores signal
+            # requests on non-pty sessions; GNU timeout signals the whole group).
+            command = shlex.join(["timeout", "-k", "2", f"{math.ceil(timeout) + 1}", *argv])
         started = time.monotonic()
         async with self._channels:
             try:
@@ -287,6 +298,16 @@ class SSHHost:
             _decode(err),
             time.monotonic() - started,
         )
+
+    async def _remote_has_timeout(self, conn: asyncssh.SSHClientConnection) -> bool:
+        if self._has_timeout is None:
+            try:
+                async with asyncio.timeout(self.options.connect_timeout_s):
+                    probe = await conn.run("command -v timeout", check=False)
+                self._has_timeout = probe.exit_status == 0
+            except (TimeoutError, asyncssh.Error, OSError):
+                self._has_timeout = False
+        return self._has_timeout
 
     def _lost(self, argv: Sequence[str], exc: BaseException | None) -> ConnectionLostError:
         why = f": {exc}" if exc else ""
