@@ -1,0 +1,1 @@
+"""inferfit's built-in plugins that are not probes: sizing, batch controllers, exporters."""
