@@ -39,6 +39,15 @@ from inferfit.hosts.base import (
 # OpenSSH's default MaxSessions is 10; stay below it.
 MAX_CHANNELS = 8
 
+# Streams (tail -F, nvidia-smi -lms) may be quiet for long: when the channel
+# closes, sshd closes the command's stdin, so a watcher blocked reading stdin
+# ends the command. OpenSSH ignores signal requests on non-pty sessions.
+STREAM_WRAPPER = (
+    'exec 3<&0; "$@" </dev/null & pid=$!; '
+    '(cat <&3 >/dev/null 2>&1; kill "$pid" 2>/dev/null) >/dev/null 2>&1 & watcher=$!; '
+    'exec 3<&-; wait "$pid"; status=$?; kill "$watcher" 2>/dev/null; exit "$status"'
+)
+
 
 @dataclass(frozen=True)
 class SSHTarget:
@@ -324,7 +333,10 @@ class SSHHost:
         stdin: bytes | None = None,
     ) -> AsyncIterator[str]:
         conn = await self.connect()
-        command = shlex.join(argv)
+        if stdin is None:
+            command = shlex.join(["sh", "-c", STREAM_WRAPPER, "inferfit", *argv])
+        else:
+            command = shlex.join(argv)
         deadline = None if timeout is None else time.monotonic() + timeout
         async with self._channels:
             try:

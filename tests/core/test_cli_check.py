@@ -14,7 +14,8 @@ def test_check_exports_real_system_values(sshd, inferfit_cli, tmp_path: Path) ->
     out = tmp_path / "findings.toml"
     r = inferfit_cli("check", "--probe", "system", "--export", str(out), *sshd.cli())
     assert r.returncode == 0, r.stderr
-    assert "system" in r.stdout and "ok" in r.stdout
+    assert "system" in r.stdout
+    assert "ok" in r.stdout
     assert "findings written to" in r.stderr
     doc = tomllib.loads(out.read_text())
     assert doc["schema_version"] == 1
@@ -80,7 +81,8 @@ def test_unreachable_exit_3(inferfit_cli) -> None:
 def test_unknown_probe_and_bad_target(inferfit_cli) -> None:
     r = inferfit_cli("check", "--probe", "nope")
     assert r.returncode == 3
-    assert "unknown probe 'nope'" in r.stderr and "system" in r.stderr
+    assert "unknown probe 'nope'" in r.stderr
+    assert "system" in r.stderr
     r = inferfit_cli("check", "host:notaport")
     assert r.returncode == 3
     assert "bad target" in r.stderr

@@ -50,9 +50,11 @@ def test_config_show_cli(inferfit_cli, tmp_path: Path) -> None:
     r = inferfit_cli("config", "show", "--config", str(cfg))
     assert r.returncode == 0, r.stderr
     line = next(li for li in r.stdout.splitlines() if li.startswith("ssh.keepalive_s"))
-    assert "5" in line and str(cfg) in line
+    assert "5" in line
+    assert str(cfg) in line
     bad = tmp_path / "bad.toml"
     bad.write_text("[ssh]\nnope = 1\n")
     r = inferfit_cli("check", "--config", str(bad))
     assert r.returncode == 3
-    assert "unknown key 'ssh.nope'" in r.stderr and str(bad) in r.stderr
+    assert "unknown key 'ssh.nope'" in r.stderr
+    assert str(bad) in r.stderr

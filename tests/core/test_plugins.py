@@ -68,7 +68,8 @@ def test_disable_env_blocks_plugins(plugin_site: Path, inferfit_cli) -> None:
     env = {"PYTHONPATH": str(plugin_site), "INFERFIT_DISABLE_PLUGINS": "sample,broken"}
     listed = inferfit_cli("plugins", env=env)
     assert listed.returncode == 0
-    assert "inferfit_sample" not in listed.stdout and "sample  [" not in listed.stdout
+    assert "inferfit_sample" not in listed.stdout
+    assert "sample  [" not in listed.stdout
     assert "FAILED" not in listed.stdout
     blocked = inferfit_cli("check", "--probe", "kernel_release", env=env)
     assert blocked.returncode == 3

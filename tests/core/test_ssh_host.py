@@ -17,7 +17,6 @@ from inferfit.findings import ProbeResult
 from inferfit.hosts import (
     AuthError,
     CommandTimeoutError,
-    ConnectionLostError,
     DNSError,
     HostKeyChangedError,
     HostKeyUnknownError,
@@ -30,11 +29,11 @@ from inferfit.hosts import (
 from inferfit.runner import run_check
 
 
-def host_for(server, **kw) -> SSHHost:  # type: ignore[no-untyped-def]
+def host_for(server, **kw) -> SSHHost:
     return SSHHost("box", SSHOptions(config_file=str(server.ssh_config), **kw))
 
 
-def write_alias(server, path: Path, **overrides: str) -> Path:  # type: ignore[no-untyped-def]
+def write_alias(server, path: Path, **overrides: str) -> Path:
     fields = {
         "HostName": "127.0.0.1", "Port": str(server.port), "User": server.user,
         "IdentityFile": str(server.client_key), "IdentitiesOnly": "yes",
@@ -67,7 +66,7 @@ def test_target_parsing_rejects(bad: str) -> None:
         SSHTarget.parse(bad)
 
 
-async def test_run_stream_and_quoting(sshd) -> None:  # type: ignore[no-untyped-def]
+async def test_run_stream_and_quoting(sshd) -> None:
     host = host_for(sshd)
     try:
         done = await host.run(["printf", "%s|", "a b", "$(id)", "; touch /tmp/nope"], timeout=10)
@@ -78,7 +77,8 @@ async def test_run_stream_and_quoting(sshd) -> None:  # type: ignore[no-untyped-
         piped = await host.run(["cat"], timeout=10, stdin=b"hello\n")
         assert piped.stdout == "hello\n"
         missing = await host.run(["inferfit-no-such-binary"], timeout=10)
-        assert missing.not_found and missing.returncode == 127
+        assert missing.not_found
+        assert missing.returncode == 127
         script = await host.run(sh('printf "%s" "$1"', "x;y $z"), timeout=10)
         assert script.stdout == "x;y $z"
         # many commands at once share one connection, under the channel limit
@@ -88,7 +88,7 @@ async def test_run_stream_and_quoting(sshd) -> None:  # type: ignore[no-untyped-
         await host.close()
 
 
-async def test_command_timeout_ends_remote_process(sshd, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_command_timeout_ends_remote_process(sshd, tmp_path: Path) -> None:
     host = host_for(sshd)
     # a unique duration makes the remote process findable in ps
     marker = f"sleep 30.{os.getpid()}{time.monotonic_ns() % 100000}"
@@ -109,7 +109,7 @@ async def test_command_timeout_ends_remote_process(sshd, tmp_path: Path) -> None
         pytest.fail("remote command outlived its timeout")
 
 
-async def test_unknown_host_key_refused_then_accept_new(sshd, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_unknown_host_key_refused_then_accept_new(sshd, tmp_path: Path) -> None:
     known = tmp_path / "known_hosts"
     known.write_text("")
     cfg = write_alias(sshd, tmp_path / "cfg", UserKnownHostsFile=str(known))
@@ -129,11 +129,12 @@ async def test_unknown_host_key_refused_then_accept_new(sshd, tmp_path: Path) ->
     assert recorded[1:3] == sshd.host_key_line.split()[1:3]
 
 
-async def test_changed_host_key_refused_even_with_accept_new(sshd, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_changed_host_key_refused_even_with_accept_new(sshd, tmp_path: Path) -> None:
     other = tmp_path / "other"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     known = tmp_path / "known_hosts"
-    known.write_text(f"[127.0.0.1]:{sshd.port} {' '.join(other.with_suffix('.pub').read_text().split()[:2])}\n")
+    other_key = " ".join(other.with_suffix(".pub").read_text().split()[:2])
+    known.write_text(f"[127.0.0.1]:{sshd.port} {other_key}\n")
     cfg = write_alias(sshd, tmp_path / "cfg", UserKnownHostsFile=str(known))
     for accept in (False, True):
         host = SSHHost("box", SSHOptions(config_file=str(cfg), accept_new_host_key=accept))
@@ -143,7 +144,7 @@ async def test_changed_host_key_refused_even_with_accept_new(sshd, tmp_path: Pat
     assert len(known.read_text().splitlines()) == 1
 
 
-async def test_wrong_client_key_is_auth_denied(sshd, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_wrong_client_key_is_auth_denied(sshd, tmp_path: Path) -> None:
     wrong = tmp_path / "wrong"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong)], check=True)
     cfg = write_alias(sshd, tmp_path / "cfg", IdentityFile=str(wrong))
@@ -159,19 +160,21 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_closed_port_is_unreachable(sshd, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_closed_port_is_unreachable(sshd, tmp_path: Path) -> None:
     cfg = write_alias(sshd, tmp_path / "cfg", Port=str(_closed_port()))
     with pytest.raises(UnreachableError, match="connection refused"):
         await SSHHost("box", SSHOptions(config_file=str(cfg))).connect()
 
 
-async def test_dns_failure(sshd, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_dns_failure(sshd, tmp_path: Path) -> None:
     cfg = write_alias(sshd, tmp_path / "cfg", HostName="nonexistent.invalid")
-    with pytest.raises(DNSError, match="cannot resolve host name 'nonexistent.invalid'"):
+    with pytest.raises(DNSError, match=r"cannot resolve host name 'nonexistent\.invalid'"):
         await SSHHost("box", SSHOptions(config_file=str(cfg))).connect()
 
 
-async def test_ssh_agent_and_proxyjump(sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+async def test_ssh_agent_and_proxyjump(
+    sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No IdentityFile: the key comes from a real ssh-agent; a second alias jumps via the first."""
     sock = tmp_path / "agent.sock"
     agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
@@ -206,7 +209,7 @@ class SlowProbe:
     name = "slow"
     title = "Slow"
 
-    async def check(self, host, ctx: ProbeContext) -> ProbeResult:  # type: ignore[no-untyped-def]
+    async def check(self, host, ctx: ProbeContext) -> ProbeResult:
         await host.run(["sleep", "20"], timeout=30)
         return ProbeResult(self.name, "ok", "slept")
 
@@ -215,12 +218,12 @@ class QuickProbe:
     name = "quick"
     title = "Quick"
 
-    async def check(self, host, ctx: ProbeContext) -> ProbeResult:  # type: ignore[no-untyped-def]
+    async def check(self, host, ctx: ProbeContext) -> ProbeResult:
         done = await host.run(["echo", "fine"], timeout=10)
         return ProbeResult(self.name, "ok", done.stdout.strip())
 
 
-async def test_sshd_killed_mid_probe(sshd_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_sshd_killed_mid_probe(sshd_factory) -> None:
     server = sshd_factory()
     host = host_for(server)
     config = Config.load(include_user=False, include_project=False)
@@ -236,3 +239,31 @@ async def test_sshd_killed_mid_probe(sshd_factory) -> None:  # type: ignore[no-u
     assert slow.status == "error"
     assert slow.error_kind == "connection_lost"
     assert "lost" in slow.summary
+
+
+async def test_stream_closed_early_ends_quiet_remote_command(sshd, tmp_path: Path) -> None:
+    """A quiet streaming command must not linger on the box after the panel stops."""
+    # a command that prints once then stays quiet (as nvidia-smi -lms can, or a stalled tail)
+    quiet = f"61.{time.monotonic_ns() % 10**9}"
+    host = host_for(sshd)
+    try:
+        stream = host.stream(["sh", "-c", 'echo first; exec sleep "$1"', "sh", quiet])
+        assert await stream.__anext__() == "first"
+        await stream.aclose()
+        done = await host.run(["echo", "still usable"], timeout=10)
+        assert done.stdout.strip() == "still usable"
+        ended = await host.run(["seq", "3"], timeout=10)
+        assert ended.stdout.split() == ["1", "2", "3"]
+        # a stream whose command ends by itself ends the iteration
+        lines = [line async for line in host.stream(["printf", "a\\nb\\n"], timeout=10)]
+        assert lines == ["a", "b"]
+    finally:
+        await host.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        if f"sleep {quiet}" not in ps:
+            break
+        await asyncio.sleep(0.2)
+    else:
+        pytest.fail("the quiet command outlived the closed stream on the box")

@@ -21,7 +21,8 @@ def test_parse_debian_vm_recording() -> None:
     assert v["swap_used_mib"] == 0
     assert v["uptime_s"] == 575
     assert [fs["mount"] for fs in v["filesystems"]] == ["/"]  # same mount listed once
-    assert v["tools"]["fio"] and not v["tools"]["nvidia-smi"]
+    assert v["tools"]["fio"]
+    assert not v["tools"]["nvidia-smi"]
     status, summary, notes = judge(v, {"free_gib_warn": 20.0, "swap_used_mib_warn": 256.0})
     assert status == "ok"
     assert "2 cores" in summary
@@ -35,7 +36,8 @@ def test_swapping_full_root_and_overload_warn() -> None:
     status, _summary, notes = judge(v, {"free_gib_warn": 20.0, "swap_used_mib_warn": 256.0})
     assert status == "warn"
     text = "\n".join(notes)
-    assert "GiB free on /" in text and "/data" not in text
+    assert "GiB free on /" in text
+    assert "/data" not in text
     assert "swap in use" in text
     assert "load 412.31 on 96 cores" in text
     assert "fio" in text  # missing tool named
