@@ -20,6 +20,8 @@ COMMANDS: tuple[str, ...] = (
     "inferfit.cli.check",
     "inferfit.cli.plugins_cmd",
     "inferfit.cli.config_cmd",
+    "inferfit.cli.console",
+    "inferfit.cli.show",
     "inferfit.cli.compare",
     "inferfit.cli.export",
 )

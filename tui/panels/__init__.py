@@ -1,0 +1,1 @@
+"""Built-in panels, one module per panel (registered by ``inferfit.tui.builtin``)."""

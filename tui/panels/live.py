@@ -1,0 +1,34 @@
+"""A labelled sparkline row shared by live panels: `label ▂▃▅▇ value`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Label, Sparkline
+
+
+class SparkRow(Horizontal):
+    DEFAULT_CSS = """
+    SparkRow { height: 1; }
+    SparkRow > .spark-label { width: 8; color: $text-muted; }
+    SparkRow > Sparkline { width: 1fr; min-width: 10; }
+    SparkRow > .spark-value { width: 26; padding-left: 1; }
+    """
+
+    def __init__(self, label: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.label = label
+
+    def compose(self) -> ComposeResult:
+        yield Label(self.label, classes="spark-label")
+        yield Sparkline([], summary_function=max)
+        yield Label("—", classes="spark-value")
+
+    def set(self, data: Sequence[float], value: str) -> None:
+        spark = self.query_one(Sparkline)
+        # Only as many points as there are cells: a rolling window, newest right.
+        width = max(1, spark.size.width or 60)
+        spark.data = list(data[-width:])
+        self.query_one(".spark-value", Label).update(value)
