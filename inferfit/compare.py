@@ -8,7 +8,7 @@ Every findings document is flattened to dotted keys
 ``probes.system.filesystems[/].free_gib``). For each key the row gets a
 reference value — the golden box's when there is one, else the value most
 boxes share — and each cell says whether it is the *same* as the reference:
-numbers within the key's tolerance (percent of the larger magnitude), any
+numbers within the key's tolerance (percent of the reference value), any
 other value exactly equal, and both missing counts as the same.
 """
 
@@ -121,16 +121,16 @@ def _number(v: Any) -> float | None:
     return float(v)
 
 
-def same(a: Any, b: Any, tolerance_pct: float) -> bool:
-    """Equal, or for numbers within ``tolerance_pct`` % of the larger magnitude."""
-    if a is None or b is None:
-        return a is None and b is None
-    x, y = _number(a), _number(b)
+def same(value: Any, reference: Any, tolerance_pct: float) -> bool:
+    """Equal, or for numbers within ``tolerance_pct`` % of the reference's magnitude."""
+    if value is None or reference is None:
+        return value is None and reference is None
+    x, y = _number(value), _number(reference)
     if x is not None and y is not None:
-        if x == y:
-            return True
-        return abs(x - y) <= tolerance_pct / 100.0 * max(abs(x), abs(y))
-    return bool(a == b)
+        return x == y or abs(x - y) <= tolerance_pct / 100.0 * abs(y)
+    if (x is None) != (y is None):
+        return False
+    return bool(value == reference)
 
 
 def format_value(v: Any) -> str:
@@ -211,7 +211,7 @@ def _reference(values: Sequence[Any], tol: float) -> Any:
     best: Any = None
     best_count = -1
     for v in values:
-        count = sum(1 for w in values if same(v, w, tol))
+        count = sum(1 for w in values if same(w, v, tol))
         if count > best_count:
             best, best_count = v, count
     return best

@@ -199,6 +199,11 @@ class Inventory:
         return self.groups.setdefault(name, _Group())
 
     def add_host(self, group: str, name: str, hostvars: Mapping[str, Any]) -> None:
+        hostvars = dict(hostvars)
+        host, sep, port = name.rpartition(":")
+        if sep and host and ":" not in host and port.isdigit():  # `box:2222` sets the port
+            name = host
+            hostvars.setdefault("ansible_port", int(port))
         self.group(group).hosts.setdefault(name, {}).update(hostvars)
         if name not in self.order:
             self.order.append(name)
@@ -243,14 +248,31 @@ class Inventory:
         return merged
 
     def targets(self, limit: str | None = None) -> list[FleetTarget]:
-        out = []
-        for name in self.order:
-            groups = tuple(g for g in self.host_groups(name) if g != "all")
-            if limit and not (ssh_pattern_match(limit, name)
-                              or any(ssh_pattern_match(limit, g) for g in groups)):
-                continue
-            out.append(target_from_vars(name, self.host_vars(name), groups))
-        return out
+        """Hosts in inventory order; ``limit`` as Ansible's --limit: patterns over host
+        and group names, comma- or colon-separated, ``!`` excludes, ``&`` intersects."""
+        groups = {n: tuple(g for g in self.host_groups(n) if g != "all") for n in self.order}
+        chosen = set(self.order) if not limit else self._limit(limit, groups)
+        return [target_from_vars(n, self.host_vars(n), groups[n])
+                for n in self.order if n in chosen]
+
+    def _limit(self, limit: str, groups: Mapping[str, tuple[str, ...]]) -> set[str]:
+        def hits(pattern: str) -> set[str]:
+            rx = glob_regex(pattern)
+            return {n for n in self.order
+                    if rx.fullmatch(n) or pattern == "all"
+                    or any(rx.fullmatch(g) for g in groups[n])}
+
+        parts = [p.strip() for p in re.split(r"[,:]", limit) if p.strip()]
+        chosen: set[str] = set()
+        for p in parts:
+            if p[0] not in "!&":
+                chosen |= hits(p)
+        for p in parts:
+            if p.startswith("&"):
+                chosen &= hits(p[1:])
+            elif p.startswith("!"):
+                chosen -= hits(p[1:])
+        return chosen
 
 
 def target_from_vars(
@@ -264,10 +286,7 @@ def target_from_vars(
 
     if str(pick("ansible_connection") or "") == "local":
         return FleetTarget(name=name, host=None, groups=groups)
-    host_part, port_part = name, None
-    if name.count(":") == 1:  # `box:2222` in the inventory means a port
-        host_part, _, port_part = name.partition(":")
-    port = pick("ansible_port", "ansible_ssh_port") or port_part
+    port = pick("ansible_port", "ansible_ssh_port")
     try:
         port_num = int(port) if port is not None else None
     except (TypeError, ValueError):
@@ -277,8 +296,8 @@ def target_from_vars(
     user = pick("ansible_user", "ansible_ssh_user")
     key = pick("ansible_ssh_private_key_file", "ansible_private_key_file")
     return FleetTarget(
-        name=host_part if port_part and not pick("ansible_host", "ansible_ssh_host") else name,
-        host=str(pick("ansible_host", "ansible_ssh_host") or host_part),
+        name=name,
+        host=str(pick("ansible_host", "ansible_ssh_host") or name),
         port=port_num,
         user=str(user) if user is not None else None,
         identity_file=os.path.expanduser(str(key)) if key is not None else None,
