@@ -22,6 +22,7 @@ DISABLE_ENV = "INFERFIT_DISABLE_PLUGINS"
 # Built-in plugins, registered in this order. One module per probe/plugin.
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "inferfit.probes.system",
+    "inferfit.probes.disk",
     "inferfit.probes.latency",
     "inferfit.plugins.exporters",
 )
