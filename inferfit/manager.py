@@ -25,6 +25,10 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "inferfit.probes.disk",
     "inferfit.probes.latency",
     "inferfit.plugins.exporters",
+    "inferfit.plugins.batch_signal",
+    "inferfit.plugins.batch_cgroup",
+    "inferfit.plugins.batch_systemd",
+    "inferfit.plugins.batch_docker",
 )
 
 

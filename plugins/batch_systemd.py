@@ -1,0 +1,262 @@
+"""Batch controller ``systemd``: ``systemctl freeze/thaw UNIT``, else ``systemctl kill --signal``.
+
+``[batch] unit`` names one or more units (separate with spaces). Pausing tries
+``systemctl freeze`` (systemd >= 246 on the unified cgroup hierarchy); where the
+box refuses it (older systemd, cgroup v1) it falls back to
+``systemctl kill --signal=SIGSTOP``. Resuming (and the lease watchdog) runs
+``systemctl thaw`` and ``systemctl kill --signal=SIGCONT``: each undoes one
+method and does nothing to a unit paused by the other.
+
+State is read back each time: ``systemctl show`` (LoadState, ActiveState,
+FreezerState, MainPID, ControlGroup) and ``/proc/PID/stat`` of the unit's
+processes (from its cgroup) for the signal method.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from inferfit.plugins import batch_lease
+from inferfit.plugins.batch_common import (
+    BatchOptions,
+    BatchRefused,
+    ControllerState,
+    fold_state,
+    new_token,
+    pause_count,
+    refusal_lines,
+    run_script,
+    split_for_pause,
+)
+
+from inferfit.api import BatchController
+from inferfit.hookspecs import hookimpl
+from inferfit.hosts.base import Host
+
+SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "FreezerState", "MainPID",
+                   "ControlGroup")
+
+_STATUS = batch_lease.PRELUDE + r"""
+ldir=$1; lname=$2
+shift 2
+command -v systemctl >/dev/null 2>&1 || { echo "refuse nosystemctl"; exit 0; }
+for u; do
+  echo "unit $u"
+  out=$(systemctl show -p Id -p LoadState -p ActiveState -p SubState -p FreezerState \
+        -p MainPID -p ControlGroup -- "$u" 2>&1)
+  echo "rc $?"
+  printf '%s\n' "$out" | head -n 20 | sed 's/^/show /'
+  cg=$(printf '%s\n' "$out" | sed -n 's/^ControlGroup=//p')
+  if [ -n "$cg" ]; then
+    for b in /sys/fs/cgroup /sys/fs/cgroup/unified /sys/fs/cgroup/systemd; do
+      if [ -f "$b$cg/cgroup.procs" ]; then
+        for p in $(cat "$b$cg/cgroup.procs" 2>/dev/null); do
+          x=$(pst "$p") && echo "pid $p $x"
+        done
+        break
+      fi
+    done
+  fi
+done
+lr "${ldir:-$HOME/.cache/inferfit/batch}/$lname"
+"""
+
+_FUNCS = r"""
+pre() { return 0; }
+apply() {
+  _c=$1
+  shift
+  for _u; do
+    if [ "$_c" -gt 0 ]; then
+      if _o=$(systemctl freeze -- "$_u" 2>&1); then
+        echo "method freeze $_u"
+      else
+        echo "nofreeze $_u $_o" | head -n 1
+        if systemctl kill --signal=SIGSTOP -- "$_u" >/dev/null 2>&1; then
+          echo "method signal $_u"
+        else
+          echo "fail $_u"
+        fi
+      fi
+    else
+      systemctl thaw -- "$_u" >/dev/null 2>&1
+      systemctl kill --signal=SIGCONT -- "$_u" >/dev/null 2>&1
+    fi
+    _c=$((_c - 1))
+  done
+}
+"""
+
+_PAUSE = batch_lease.pause_script(_FUNCS)
+_NOT_BOOTED = ("has not been booted with systemd", "Failed to connect to bus",
+               "System has not been booted")
+
+
+@dataclass
+class UnitInfo:
+    name: str
+    rc: int = 0
+    props: dict[str, str] = field(default_factory=dict)
+    pid_states: dict[int, str] = field(default_factory=dict)
+    raw: list[str] = field(default_factory=list)
+
+    @property
+    def exists(self) -> bool:
+        return self.rc == 0 and self.props.get("LoadState", "") not in ("", "not-found")
+
+    @property
+    def frozen(self) -> bool:
+        return self.props.get("FreezerState", "") == "frozen"
+
+    @property
+    def signal_stopped(self) -> bool:
+        return bool(self.pid_states) and all(s == "T" for s in self.pid_states.values())
+
+    @property
+    def paused(self) -> bool:
+        return self.frozen or self.signal_stopped
+
+    @property
+    def partly(self) -> bool:
+        return (self.props.get("FreezerState", "") in ("freezing", "thawing")
+                or any(s == "T" for s in self.pid_states.values()))
+
+
+def parse_status(text: str) -> tuple[list[UnitInfo], list[str], batch_lease.Lease | None]:
+    """Parse the status script: per unit its rc, `systemctl show` lines and pid states."""
+    units: list[UnitInfo] = []
+    lines = text.splitlines()
+    for line in lines:
+        tag, _, rest = line.partition(" ")
+        if tag == "unit":
+            units.append(UnitInfo(rest.strip()))
+        elif not units:
+            continue
+        elif tag == "rc" and rest.strip().lstrip("-").isdigit():
+            units[-1].rc = int(rest)
+        elif tag == "show":
+            units[-1].raw.append(rest)
+            key, sep, value = rest.partition("=")
+            if sep and key in SHOW_PROPERTIES:
+                units[-1].props[key] = value.strip()
+        elif tag == "pid":
+            parts = rest.split()
+            if len(parts) >= 2 and parts[0].isdigit():
+                units[-1].pid_states[int(parts[0])] = parts[1]
+    return units, refusal_lines(lines), batch_lease.find_lease(lines)
+
+
+def not_booted(units: list[UnitInfo]) -> str | None:
+    for u in units:
+        text = " ".join(u.raw)
+        if u.rc != 0 and any(m in text for m in _NOT_BOOTED):
+            return text.strip()[:200]
+    return None
+
+
+class SystemdController:
+    name = "systemd"
+
+    def _opts(self, options: Mapping[str, Any]) -> BatchOptions:
+        opts = BatchOptions.from_mapping(options, expect=self.name)
+        if not opts.units:
+            raise BatchRefused("controller systemd needs [batch] unit", kind="config",
+                               fix='e.g. unit = "batch-worker.service"')
+        return opts
+
+    def _name(self, opts: BatchOptions) -> str:
+        return batch_lease.lease_name(self.name, " ".join(opts.units))
+
+    async def _read(self, host: Host, opts: BatchOptions) -> tuple[list[UnitInfo],
+                                                                   batch_lease.Lease | None]:
+        done = await run_script(host, _STATUS, opts.lease_dir, self._name(opts), *opts.units)
+        units, refusals, lease = parse_status(done.stdout)
+        if refusals:
+            raise BatchRefused(f"systemctl is not installed on {host.name}", kind="no_systemd",
+                               fix="use controller signal, cgroup or docker on this box")
+        why = not_booted(units)
+        if why:
+            raise BatchRefused(f"systemd is not running on {host.name}: {why}",
+                               kind="no_systemd",
+                               fix="use controller signal or cgroup on this box")
+        return units, lease
+
+    def _state(self, opts: BatchOptions, units: list[UnitInfo], lease: batch_lease.Lease | None,
+               notes: tuple[str, ...] = ()) -> ControllerState:
+        present = [u for u in units if u.exists]
+        paused = [u for u in present if u.paused]
+        state = fold_state(len(present), len(paused))
+        if state == "running" and any(u.partly for u in present):
+            state = "partly_paused"
+        parts = []
+        for u in present:
+            how = ("frozen" if u.frozen else "stopped (SIGSTOP)" if u.signal_stopped
+                   else u.props.get("FreezerState") or u.props.get("ActiveState", "?"))
+            parts.append(f"{u.name} {how}, {len(u.pid_states)} processes")
+        missing = [u.name for u in units if not u.exists]
+        if missing:
+            parts.append(f"not found: {' '.join(missing)}")
+        return ControllerState(
+            controller=self.name, state=state, targets=tuple(u.name for u in present),
+            detail="; ".join(parts), paused_targets=tuple(u.name for u in paused),
+            lease=lease, lease_name=self._name(opts), notes=notes,
+        )
+
+    async def status(self, host: Host, options: Mapping[str, Any]) -> ControllerState:
+        opts = self._opts(options)
+        units, lease = await self._read(host, opts)
+        return self._state(opts, units, lease)
+
+    async def pause(self, host: Host, options: Mapping[str, Any], *,
+                    fraction: float = 1.0) -> ControllerState:
+        opts = self._opts(options)
+        units, _ = await self._read(host, opts)
+        missing = [u.name for u in units if not u.exists]
+        if missing:
+            raise BatchRefused(
+                f"unit {' '.join(map(shlex.quote, missing))} does not exist on {host.name}",
+                kind="no_target", fix="check [batch] unit (systemctl list-units)",
+            )
+        k = pause_count(len(units), fraction)
+        paused = [u.name for u in units if u.paused or u.partly]
+        chosen, others = split_for_pause([u.name for u in units], paused, k)
+        others = [u for u in others if u in paused]
+        done = await run_script(host, _PAUSE, batch_lease.WATCHDOG, opts.lease_dir,
+                                self._name(opts), new_token(), str(opts.lease_s), self.name,
+                                str(k), *chosen, *others)
+        lines = done.stdout.splitlines()
+        refusals = refusal_lines(lines)
+        if refusals or "paused" not in lines:
+            raise BatchRefused(
+                f"cannot pause on {host.name}: {refusals[0] if refusals else done.describe()}",
+                kind="lease_failed", fix="set [batch] lease_dir to a writable directory",
+            )
+        notes = tuple(
+            f"{line.split(' ', 2)[1]}: systemctl freeze refused, used SIGSTOP "
+            f"({line.split(' ', 2)[2] if line.count(' ') >= 2 else ''})".rstrip()
+            for line in lines if line.startswith("nofreeze ")
+        ) + tuple(f"could not pause {line[5:]}" for line in lines if line.startswith("fail "))
+        units, lease = await self._read(host, opts)
+        return self._state(opts, units, lease, notes)
+
+    async def resume(self, host: Host, options: Mapping[str, Any]) -> ControllerState:
+        opts = self._opts(options)
+        units, _ = await self._read(host, opts)
+        entries = [u.name for u in units if u.exists and (u.paused or u.partly)]
+        done = await run_script(host, batch_lease.RESUME, self.name, opts.lease_dir,
+                                self._name(opts), *entries)
+        notes = tuple(f"could not resume {line[5:]}" for line in done.stdout.splitlines()
+                      if line.startswith("fail "))
+        units, lease = await self._read(host, opts)
+        return self._state(opts, units, lease, notes)
+
+
+CONTROLLER = SystemdController()
+
+
+@hookimpl
+def inferfit_register_batch_controllers(register: Callable[[BatchController], None]) -> None:
+    register(CONTROLLER)
