@@ -22,9 +22,11 @@ DISABLE_ENV = "INFERFIT_DISABLE_PLUGINS"
 # Built-in plugins, registered in this order. One module per probe/plugin.
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "inferfit.probes.system",
+    "inferfit.probes.gpu",
     "inferfit.probes.disk",
     "inferfit.probes.latency",
     "inferfit.plugins.exporters",
+    "inferfit.plugins.sizing",
     "inferfit.plugins.batch_signal",
     "inferfit.plugins.batch_cgroup",
     "inferfit.plugins.batch_systemd",

@@ -24,6 +24,7 @@ COMMANDS: tuple[str, ...] = (
     "inferfit.cli.show",
     "inferfit.cli.compare",
     "inferfit.cli.export",
+    "inferfit.cli.size",
     "inferfit.cli.batch",
 )
 

@@ -20,6 +20,7 @@ from inferfit.cli.common import (
 )
 from inferfit.cli.fleet_mode import add_fleet_options, fleet_requested
 from inferfit.cli.fleet_mode import run as run_fleet
+from inferfit.cli.size import SizingStep, add_workload_option
 from inferfit.config import ConfigError
 from inferfit.findings import Findings, FindingsError, Status
 from inferfit.hosts import HostError
@@ -54,6 +55,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_config_option(p)
     add_ssh_options(p)
     add_fleet_options(p)
+    add_workload_option(p)
     p.set_defaults(func=run)
 
 
@@ -65,7 +67,13 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args)
     except ConfigError as exc:
         return config_error(exc)
-    registry = Registry.collect(make_plugin_manager())
+    try:
+        sizing = SizingStep.load(getattr(args, "workload", None))
+    except ValueError as exc:  # WorkloadError: names the file and key
+        print(f"inferfit: {exc}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    pm = make_plugin_manager()
+    registry = Registry.collect(pm)
     try:
         probes = select_probes(registry.probes, args.probe, config)
     except UnknownProbeError as exc:
@@ -80,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
 
     async def go() -> Findings:
         try:
-            return await run_check(host, probes, config, progress, selected=bool(args.probe))
+            found = await run_check(host, probes, config, progress, selected=bool(args.probe))
+            await sizing.on_host(host)  # reads the workload's hf_config on the box
+            return found
         finally:
             await host.close()
 
@@ -91,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         if exc.fix:
             print(f"inferfit: fix: {exc.fix}", file=sys.stderr)
         return EXIT_UNKNOWN
+    sizing.apply(pm, findings)  # adds [sizing] when --workload is given
     if args.export:
         try:
             path = findings.write(args.export)
@@ -102,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(findings.to_json())
     else:
         print_summary(findings)
+        sizing.print()
     return EXIT_BY_STATUS[findings.status]
 
 
