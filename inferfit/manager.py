@@ -25,6 +25,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "inferfit.probes.gpu",
     "inferfit.probes.disk",
     "inferfit.probes.latency",
+    "inferfit.probes.nginx",
     "inferfit.plugins.exporters",
     "inferfit.plugins.sizing",
     "inferfit.plugins.batch_signal",

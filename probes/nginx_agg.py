@@ -1,0 +1,660 @@
+"""Aggregate an nginx access log in fixed memory (pure, stdlib only; also shipped to the box).
+
+Columns from ``nginx_format`` are folded per chunk with ``collections.Counter``
+(C speed); only distinct values reach Python code, and they land in log-linear
+histograms (exact below 256 ms, 128 sub-buckets per octave above: under 0.4 %
+relative error). Nothing is kept per line. Must stay python3 >= 3.7 compatible.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime
+import re
+from collections import Counter
+from itertools import accumulate, compress
+from typing import Any, BinaryIO
+
+from inferfit.probes.nginx_format import LogFormat
+
+CHUNK_BYTES = 2 << 20
+MAX_LINE = 1 << 20
+SLACK_S = 120
+MAX_ROUTES = 500
+TOP_ROUTES = 10
+MAX_SAMPLES = 5
+SAMPLE_CHARS = 120
+_MONTHS = {m.encode(): i for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+_TIME_RE = re.compile(rb"\d+(?:\.\d+)?\Z")
+_ID_RE = re.compile(r"\A(?:\d+|[0-9a-fA-F]{8,}|[0-9a-fA-F-]{32,36}|"
+                    r"(?=[^/]*\d)[A-Za-z0-9_~.=+-]{16,})\Z")
+_IP_RE = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b|\b[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{0,4}){2,7}\b")
+_QUERY_RE = re.compile(r"\?[^\s\"]*")
+
+
+class BadChunk(ValueError):
+    """A chunk whose columns did not validate: re-parse it line by line."""
+
+
+# -- histograms ---------------------------------------------------------------
+def bucket(v: int) -> int:
+    if v < 256:
+        return v
+    shift = v.bit_length() - 8
+    return 256 + (shift - 1) * 128 + ((v >> shift) - 128)
+
+
+def bucket_value(i: int) -> float:
+    if i < 256:
+        return float(i)
+    shift = (i - 256) // 128 + 1
+    lo = ((i - 256) % 128 + 128) << shift
+    return lo + ((1 << shift) - 1) / 2.0
+
+
+class Hist:
+    """Log-linear histogram of non-negative integers (milliseconds)."""
+
+    __slots__ = ("counts", "max", "n", "total")
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}
+        self.n = 0
+        self.total = 0
+        self.max = -1
+
+    def add(self, v: int, count: int = 1) -> None:
+        b = bucket(v)
+        self.counts[b] = self.counts.get(b, 0) + count
+        self.n += count
+        self.total += v * count
+        if v > self.max:
+            self.max = v
+
+    def percentile(self, p: float) -> float | None:
+        """Nearest-rank percentile (the value at rank ceil(p/100 * n))."""
+        if not self.n:
+            return None
+        rank = max(1, -(-int(p * self.n * 1000) // 100000))
+        seen = 0
+        for b in sorted(self.counts):
+            seen += self.counts[b]
+            if seen >= rank:
+                return min(bucket_value(b), float(self.max))
+        return float(self.max)
+
+
+# -- value converters (shared by the fast and the line-by-line paths) ----------
+def time_ms(v: bytes) -> tuple[int, int] | None:
+    """``0.028`` -> (28, 1); ``0.001,0.063`` -> (64, 2) summed over retries; ``-`` -> None."""
+    if v == b"-":
+        return None
+    total = 0
+    items = v.split(b",")
+    for item in items:
+        if item == b"-":
+            continue
+        if len(item) > 4 and item[-4:-3] == b"." and item[:-4].isdigit() and item[-3:].isdigit():
+            total += int(item[:-4]) * 1000 + int(item[-3:])
+        elif _TIME_RE.match(item):
+            total += round(float(item) * 1000)
+        else:
+            raise BadChunk(v)
+    return total, len(items)
+
+
+def upstream_statuses(v: bytes) -> tuple[int, int]:
+    """``502,200`` -> (attempts 2, errors 1); ``-`` -> (0, 0)."""
+    if v == b"-":
+        return 0, 0
+    errors = 0
+    items = v.split(b",")
+    for item in items:
+        if item == b"-":
+            continue
+        if len(item) != 3 or not item.isdigit():
+            raise BadChunk(v)
+        if item[:1] == b"5":
+            errors += 1
+    return len(items), errors
+
+
+def epoch(kind: str, key: bytes, tz: bytes | None) -> int:
+    try:
+        if kind == "msec":
+            whole = key.split(b".")[0]
+            if not whole.isdigit():
+                raise BadChunk(key)
+            return int(whole)
+        if kind == "time_iso8601":
+            text = key.decode("ascii")
+            if text.endswith("Z"):
+                text = text[:-1] + "+00:00"
+            return int(datetime.datetime.fromisoformat(text).timestamp())
+        if tz is None:
+            key, _, tz = key.partition(b" ")
+        # 30/Nov/2026:04:47:54 +0000
+        if len(key) != 20 or len(tz) != 5 or tz[:1] not in (b"+", b"-"):
+            raise BadChunk(key)
+        t = calendar.timegm((int(key[7:11]), _MONTHS[key[3:6]], int(key[0:2]),
+                             int(key[12:14]), int(key[15:17]), int(key[18:20])))
+        off = int(tz[1:3]) * 3600 + int(tz[3:5]) * 60
+        return t - off if tz[:1] == b"+" else t + off
+    except (ValueError, KeyError, UnicodeDecodeError, OverflowError) as exc:
+        raise BadChunk(key) from exc
+
+
+def parse_when(text: str) -> int:
+    """A since/until value: epoch seconds, or an ISO 8601 time (UTC when no zone)."""
+    text = text.strip()
+    if text.replace(".", "", 1).isdigit():
+        return int(float(text))
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    when = datetime.datetime.fromisoformat(text)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)  # noqa: UP017 (3.7)
+    return int(when.timestamp())
+
+
+def parse_window(text: str) -> int | None:
+    """``15m`` / ``1h`` / ``90s`` / ``2d`` -> seconds; ``all`` -> None."""
+    text = text.strip().lower()
+    if text in ("all", ""):
+        return None
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if text[-1:] in units and text[:-1].replace(".", "", 1).isdigit():
+        return int(float(text[:-1]) * units[text[-1]])
+    if text.isdigit():
+        return int(text)
+    raise ValueError(f"window {text!r}: expected like '15m', '1h', '90s' or 'all'")
+
+
+# -- routes and privacy -------------------------------------------------------
+def route_of(request: bytes, method: bytes = b"") -> str:
+    """``POST /v1/files/123?x=1 HTTP/1.1`` -> ``POST /v1/files/{id}`` (no query, ids folded)."""
+    if not method:
+        parts = request.split(b" ")
+        if len(parts) != 3 or not parts[0].isalpha() or not parts[0].isupper():
+            return "(invalid request)"
+        method, uri = parts[0], parts[1]
+    else:
+        uri = request
+    path = uri.split(b"?", 1)[0].split(b"#", 1)[0].decode("utf-8", "replace")
+    if "://" in path:
+        path = "/" + path.split("://", 1)[1].partition("/")[2]
+    segs = [("{id}" if _ID_RE.match(s) else s) for s in path.split("/")]
+    norm = "/".join(segs)[:100]
+    return f"{method.decode('ascii', 'replace')[:10]} {norm}".strip()
+
+
+def redact(line: bytes) -> str:
+    """A bad line fit for findings: decoded, addresses and query strings masked, truncated."""
+    text = line[:SAMPLE_CHARS * 2].decode("utf-8", "replace")
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    text = _QUERY_RE.sub("?…", _IP_RE.sub("x.x.x.x", text))
+    return text[:SAMPLE_CHARS] + ("…" if len(line) > SAMPLE_CHARS else "")
+
+
+class _Route:
+    __slots__ = ("c4", "c5", "hist", "n")
+
+    def __init__(self) -> None:
+        self.n = self.c4 = self.c5 = 0
+        self.hist = Hist()
+
+
+# -- the aggregator -----------------------------------------------------------
+class Aggregator:
+    """Fold chunks of log lines into the window's figures; ``result()`` is JSON-ready."""
+
+    def __init__(self, lf: LogFormat, since: int | None = None, until: int | None = None) -> None:
+        self.lf = lf
+        self.since, self.until = since, until
+        self.lines = self.bad = self.out_of_window = 0
+        self.samples: list[str] = []
+        self.status: dict[str, int] = {}
+        self.rt, self.ut, self.nt = Hist(), Hist(), Hist()
+        self.retries = self.up_attempts = self.up_errors = 0
+        self.bytes_total = self.bytes_n = 0
+        self.per_sec: dict[int, list[int]] = {}
+        self.peak_qps = self.peak_bytes = 0
+        self.first: int | None = None
+        self.last: int | None = None
+        self.routes: dict[str, _Route] = {}
+        self._rcache: dict[bytes, str] = {}
+        self._tcache: dict[bytes, int] = {}
+        self._tms: dict[bytes, tuple[int, int] | None] = {}
+
+    # feeding ---------------------------------------------------------------
+    def feed(self, block: bytes) -> None:
+        """Complete lines joined by newlines (no trailing newline)."""
+        block = block.replace(b", ", b",")
+        self._feed(block, block.count(b"\n") + 1)
+
+    def _feed(self, block: bytes, n: int) -> None:
+        cols = self.lf.parse_chunk(block, n)
+        if cols is not None:
+            try:
+                self.add_columns(cols, n)
+                return
+            except BadChunk:
+                pass
+        if n <= 64:
+            self._slow(block)
+            return
+        mid = block.find(b"\n", len(block) // 2)
+        if mid < 0:
+            mid = block.rfind(b"\n")
+        left, right = block[:mid], block[mid + 1:]
+        nl = left.count(b"\n") + 1
+        self._feed(left, nl)
+        self._feed(right, n - nl)
+
+    def _slow(self, block: bytes) -> None:
+        names = self.lf.needed
+        cols: dict[str, list[bytes]] = {name: [] for name in names}
+        good = 0
+        for line in block.split(b"\n"):
+            vals = self.lf.parse_folded(line)
+            if vals is not None and self._valid(vals):
+                good += 1
+                for name, v in zip(names, vals):  # noqa: B905 (python3.7 on the box)
+                    cols[name].append(v if v is not None else b"-")
+            else:
+                self.bad_line(line)
+        if good:
+            try:
+                self.add_columns(dict(cols), good)
+            except BadChunk:  # cannot happen when _valid agrees; never fatal anyway
+                self.bad += good
+
+    def bad_line(self, line: bytes) -> None:
+        self.bad += 1
+        if len(self.samples) < MAX_SAMPLES:
+            self.samples.append(redact(line))
+
+    def _valid(self, vals: list[bytes | None]) -> bool:
+        row = dict(zip(self.lf.needed, vals))  # noqa: B905 (python3.7 on the box)
+        try:
+            st = row.get("status")
+            if st is None or len(st) != 3 or not st.isdigit():
+                return False
+            for key in ("request_time", "upstream_response_time"):
+                v = row.get(key)
+                if v is not None:
+                    time_ms(v)
+            v = row.get("upstream_status")
+            if v is not None:
+                upstream_statuses(v)
+            for key in ("bytes_sent", "body_bytes_sent"):
+                v = row.get(key)
+                if v is not None and not v.isdigit():
+                    return False
+            tv = self.lf.time_var
+            if tv:
+                t = row.get(tv)
+                if t is None:
+                    return False
+                epoch(tv, t, None)
+        except BadChunk:
+            return False
+        return True
+
+    # the columnar fold -----------------------------------------------------
+    def add_columns(self, cols: dict[str, Any], n: int) -> None:
+        """Fold ``n`` parsed lines; raises BadChunk (changing nothing) when a value is invalid."""
+        tv = self.lf.time_var
+        secs: list[int] | None = None
+        outside = 0
+        if tv:
+            tcol = cols[tv]
+            tz = cols.get("_tz")
+            tc = Counter(tcol)
+            cache = self._tcache
+            if len(cache) > 100000:
+                cache.clear()
+            for key in tc:
+                if key not in cache:
+                    cache[key] = epoch(tv, key, tz)
+            lo, hi = self.since, self.until
+            secs_d = [cache[k] for k in tc]
+            if (lo is not None and min(secs_d) < lo) or (hi is not None and max(secs_d) >= hi):
+                lo_v = lo if lo is not None else -1 << 62
+                hi_v = hi if hi is not None else 1 << 62
+                mask = [lo_v <= cache[k] < hi_v for k in tcol]
+                kept = sum(mask)
+                if not kept:
+                    self._check_rest(cols, n)
+                    self.out_of_window += n
+                    return
+                outside = n - kept
+                cols = {k: (list(compress(v, mask)) if isinstance(v, list) else v)
+                        for k, v in cols.items()}
+                n = kept
+                tcol = cols[tv]
+                tc = Counter(tcol)
+            secs = list(map(cache.__getitem__, tcol))
+            per_key = tc
+        status = Counter(cols["status"])
+        for code in status:
+            if len(code) != 3 or not code.isdigit():
+                raise BadChunk(code)
+        rt = self._times(cols.get("request_time"))
+        ut = self._times(cols.get("upstream_response_time"))
+        us: list[tuple[int, int, int]] = []
+        if "upstream_status" in cols:
+            for v, c in Counter(cols["upstream_status"]).items():
+                attempts, errors = upstream_statuses(v)
+                us.append((attempts, errors, c))
+        bcol = cols.get("bytes_sent") or cols.get("body_bytes_sent")
+        ints: list[int] = []
+        if bcol is not None:
+            joined = b"".join(bcol)
+            if (joined and not joined.isdigit()) or b"" in bcol:
+                raise BadChunk(b"bytes")
+            ints = list(map(int, bcol))
+        nt: Counter[tuple[bytes, bytes]] | None = None
+        if "request_time" in cols and "upstream_response_time" in cols:
+            nt = Counter(zip(cols["request_time"], cols["upstream_response_time"]))  # noqa: B905
+        # -- nothing above changed state; commit -----------------------------
+        self.lines += n
+        self.out_of_window += outside
+        for code, c in status.items():
+            k = code.decode()
+            self.status[k] = self.status.get(k, 0) + c
+        for ms, _attempts, c in rt:
+            self.rt.add(ms, c)
+        for ms, attempts, c in ut:
+            self.ut.add(ms, c)
+            if "upstream_status" not in cols:
+                self.retries += (attempts - 1) * c
+        for attempts, errors, c in us:
+            self.up_attempts += attempts * c
+            self.up_errors += errors * c
+            if attempts > 1:
+                self.retries += (attempts - 1) * c
+        if nt is not None:
+            tms = self._tms
+            for (a, b), c in nt.items():
+                ra, ub = tms[a], tms[b]
+                if ra is not None and ub is not None:
+                    self.nt.add(max(ra[0] - ub[0], 0), c)
+        if ints:
+            self.bytes_total += sum(ints)
+            self.bytes_n += n
+        if secs is not None:
+            self._per_second(secs, per_key, ints)
+        self._routes(cols)
+
+    def _check_rest(self, cols: dict[str, Any], n: int) -> None:
+        """Validate the columns of a chunk that straddles the window edge."""
+        for code in set(cols["status"]):
+            if len(code) != 3 or not code.isdigit():
+                raise BadChunk(code)
+
+    def _times(self, col: list[bytes] | None) -> list[tuple[int, int, int]]:
+        if col is None:
+            return []
+        tms = self._tms
+        if len(tms) > 200000:
+            tms.clear()
+        out = []
+        for v, c in Counter(col).items():
+            if v not in tms:
+                tms[v] = time_ms(v)
+            got = tms[v]
+            if got is not None:
+                out.append((got[0], got[1], c))
+        return out
+
+    def _per_second(self, secs: list[int], per_key: Counter[bytes], ints: list[int]) -> None:
+        ps = self.per_sec
+        bysec: dict[int, list[int]] = {}
+        cache = self._tcache
+        for key, c in per_key.items():
+            s = cache[key]
+            slot = bysec.get(s)
+            if slot is None:
+                bysec[s] = [c, 0]
+            else:
+                slot[0] += c
+        if ints:
+            if secs == sorted(secs):
+                acc = [0, *accumulate(ints)]
+                pos = 0
+                for s in sorted(bysec):
+                    c = bysec[s][0]
+                    bysec[s][1] = acc[pos + c] - acc[pos]
+                    pos += c
+            else:
+                for (s, b), c in Counter(zip(secs, ints)).items():  # noqa: B905
+                    bysec[s][1] += b * c
+        for s, (c, b) in bysec.items():
+            slot = ps.get(s)
+            if slot is None:
+                ps[s] = [c, b]
+            else:
+                slot[0] += c
+                slot[1] += b
+        lo, hi = min(bysec), max(bysec)
+        self.first = lo if self.first is None else min(self.first, lo)
+        self.last = hi if self.last is None else max(self.last, hi)
+        if len(ps) > 900:
+            self._fold(self.last - 300)
+
+    def _fold(self, before: int | None) -> None:
+        ps = self.per_sec
+        for s in [s for s in ps if before is None or s < before]:
+            c, b = ps.pop(s)
+            self.peak_qps = max(self.peak_qps, c)
+            self.peak_bytes = max(self.peak_bytes, b)
+
+    def _routes(self, cols: dict[str, Any]) -> None:
+        if "request" in cols:
+            keys: Any = cols["request"]
+        elif "request_uri" in cols or "uri" in cols:
+            uri = cols.get("request_uri") or cols["uri"]
+            keys = list(zip(cols["request_method"], uri)) if "request_method" in cols else uri  # noqa: B905
+        else:
+            return
+        rc = self._rcache
+        if len(rc) > 50000:
+            rc.clear()
+        for k in set(keys):
+            if k not in rc:
+                rc[k] = route_of(k[1], k[0]) if isinstance(k, tuple) else route_of(k)
+        rids = list(map(rc.__getitem__, keys))
+        routes = self.routes
+        tms = self._tms
+        rt_col = cols.get("request_time")
+        cols_z = (rids, cols["status"], rt_col) if rt_col is not None else (rids, cols["status"])
+        for key, c in Counter(zip(*cols_z)).items():  # noqa: B905 (python3.7 on the box)
+            name = key[0]
+            r = routes.get(name)
+            if r is None:
+                if len(routes) >= MAX_ROUTES:
+                    name = "(other)"
+                    r = routes.get(name)
+                if r is None:
+                    r = routes[name] = _Route()
+            r.n += c
+            first = key[1][:1]
+            if first == b"5":
+                r.c5 += c
+            elif first == b"4":
+                r.c4 += c
+            if rt_col is not None:
+                got = tms[key[2]]
+                if got is not None:
+                    r.hist.add(got[0], c)
+
+    # results ---------------------------------------------------------------
+    def result(self) -> dict[str, Any]:
+        self._fold(None)
+        out: dict[str, Any] = {"lines": self.lines, "bad_lines": self.bad}
+        if self.samples:
+            out["bad_line_samples"] = list(self.samples)
+        if self.out_of_window:
+            out["lines_outside_window"] = self.out_of_window
+        by_code: dict[str, int] = {}
+        by_class: dict[str, int] = {}
+        for code in sorted(self.status):
+            c = self.status[code]
+            by_class[code[0] + "xx"] = by_class.get(code[0] + "xx", 0) + c
+            by_code[code] = c
+        out["status_counts"] = {"by_code": by_code, "by_class": by_class}
+        window = None
+        if self.first is not None and self.last is not None:
+            lo = self.first if self.since is None else max(self.since, self.first)
+            hi = self.last + 1 if self.until is None else min(self.until, self.last + 1)
+            window = max(hi - lo, 1)
+            out["window_s"] = window
+            out["window_start"] = lo
+            out["window_end"] = hi
+            out["qps_mean"] = round(self.lines / window, 3)
+            out["qps_peak"] = self.peak_qps
+            if self.bytes_n:
+                out["bandwidth_mbit_peak"] = round(self.peak_bytes * 8 / 1e6, 3)
+        for prefix, h in (("request_time_ms", self.rt), ("upstream_time_ms", self.ut)):
+            for p in (50, 95, 99):
+                v = h.percentile(p)
+                if v is not None:
+                    out[f"{prefix}_p{p}"] = round(v, 1)
+            if h.n:
+                out[f"{prefix}_max"] = float(h.max)
+                out[f"{prefix}_mean"] = round(h.total / h.n, 3)
+        v = self.nt.percentile(95)
+        if v is not None:
+            out["nginx_time_ms_p95"] = round(v, 1)
+        out["upstream_retries"] = self.retries
+        if self.up_attempts:
+            out["upstream_errors"] = self.up_errors
+        if self.bytes_n:
+            out["response_bytes_mean"] = round(self.bytes_total / self.bytes_n, 1)
+        if window is not None and self.rt.n:
+            out["concurrency_littles_law"] = round(
+                self.lines / window * self.rt.total / self.rt.n / 1000, 3)
+        routes = sorted(self.routes.items(), key=lambda kv: -kv[1].n)[:TOP_ROUTES]
+        top = []
+        for name, r in routes:
+            row: dict[str, Any] = {"route": name, "requests": r.n, "status_4xx": r.c4,
+                                   "status_5xx": r.c5}
+            for p in (50, 95, 99):
+                v = r.hist.percentile(p)
+                if v is not None:
+                    row[f"request_time_ms_p{p}"] = round(v, 1)
+            top.append(row)
+        if top:
+            out["routes"] = top
+        out["routes_seen"] = len(self.routes)
+        return out
+
+
+# -- reading a file -----------------------------------------------------------
+def _line_time(lf: LogFormat, line: bytes) -> int | None:
+    vals = lf.parse_line(line)
+    if vals is None or not lf.time_var:
+        return None
+    v = vals[lf.needed.index(lf.time_var)]
+    if v is None:
+        return None
+    try:
+        return epoch(lf.time_var, v, None)
+    except BadChunk:
+        return None
+
+
+def last_time(lf: LogFormat, tail: bytes) -> int | None:
+    """The latest time among the complete lines of a file's tail."""
+    best = None
+    for line in tail.split(b"\n")[1:]:
+        t = _line_time(lf, line)
+        if t is not None and (best is None or t > best):
+            best = t
+    return best
+
+
+def _time_at(fh: BinaryIO, lf: LogFormat, offset: int) -> int | None:
+    fh.seek(offset)
+    data = fh.read(65536)
+    lines = data.split(b"\n")
+    for line in lines[1:-1] if offset else lines[:-1]:
+        t = _line_time(lf, line)
+        if t is not None:
+            return t
+    return None
+
+
+def seek_time(fh: BinaryIO, lf: LogFormat, size: int, when: int) -> int:
+    """An offset at or before the first line at ``when`` (logs are written in time order)."""
+    lo, hi = 0, size
+    while hi - lo > 65536:
+        mid = (lo + hi) // 2
+        t = _time_at(fh, lf, mid)
+        if t is None or t >= when:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+def window_bounds(last: int | None, window_s: int | None, since: int | None,
+                  until: int | None) -> tuple[int | None, int | None]:
+    end = until if until is not None else (last + 1 if last is not None else None)
+    start = since
+    if start is None and window_s is not None and end is not None:
+        start = end - window_s
+    return start, end
+
+
+def aggregate_stream(fh: BinaryIO, agg: Aggregator, start: int = 0) -> int:
+    """Feed complete lines from ``start`` to EOF; returns the bytes read."""
+    fh.seek(start)
+    read = 0
+    carry = b""
+    skipping = False
+    while True:
+        data = fh.read(CHUNK_BYTES)
+        if not data:
+            break
+        read += len(data)
+        if skipping:
+            cut = data.find(b"\n")
+            if cut < 0:
+                continue
+            data = data[cut + 1:]
+            skipping = False
+        data = carry + data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+            if len(carry) > MAX_LINE:
+                agg.bad_line(carry)
+                carry, skipping = b"", True
+            continue
+        carry = data[cut + 1:]
+        agg.feed(data[:cut])
+    if carry and not skipping:
+        agg.feed(carry)
+    return read
+
+
+def aggregate_file(path: str, lf: LogFormat, window_s: int | None = 900,
+                   since: int | None = None, until: int | None = None) -> dict[str, Any]:
+    """Aggregate the window of a log file where it lies (this runs on the box)."""
+    with open(path, "rb") as fh:
+        size = fh.seek(0, 2)
+        fh.seek(max(0, size - 262144))
+        last = last_time(lf, fh.read()) if lf.time_var else None
+        start_t, end_t = window_bounds(last, window_s, since, until)
+        if not lf.time_var:
+            start_t = end_t = None
+        offset = seek_time(fh, lf, size, start_t - SLACK_S) if start_t is not None else 0
+        agg = Aggregator(lf, start_t, end_t)
+        read = aggregate_stream(fh, agg, offset)
+    out = agg.result()
+    out["file_bytes"] = size
+    out["bytes_scanned"] = read
+    return out
