@@ -37,7 +37,7 @@ def ansible_env(home: Path, tmp: Path) -> dict[str, str]:
     }
 
 
-def write_inventory(sshd, path: Path, names: list[str], inferfit_bin: str) -> None:  # type: ignore[no-untyped-def]  # noqa: E501
+def write_inventory(sshd, path: Path, names: list[str], inferfit_bin: str) -> None:  # type: ignore[no-untyped-def]
     ssh_args = (f"-o UserKnownHostsFile={sshd.known_hosts} -o StrictHostKeyChecking=yes "
                 "-o IdentitiesOnly=yes")
     lines = ["[boxes]"]
