@@ -172,9 +172,12 @@ def parse_window(text: str) -> int | None:
 
 
 # -- routes and privacy -------------------------------------------------------
-def route_of(request: bytes, method: bytes = b"") -> str:
-    """``POST /v1/files/123?x=1 HTTP/1.1`` -> ``POST /v1/files/{id}`` (no query, ids folded)."""
-    if not method:
+def route_of(request: bytes, method: bytes | None = None) -> str:
+    """``POST /v1/files/123?x=1 HTTP/1.1`` -> ``POST /v1/files/{id}`` (no query, ids folded).
+
+    With ``method`` given (maybe empty), ``request`` is a bare URI ($request_uri, $uri).
+    """
+    if method is None:
         parts = request.split(b" ")
         if len(parts) != 3 or not parts[0].isalpha() or not parts[0].isupper():
             return "(invalid request)"
@@ -464,7 +467,10 @@ class Aggregator:
             rc.clear()
         for k in set(keys):
             if k not in rc:
-                rc[k] = route_of(k[1], k[0]) if isinstance(k, tuple) else route_of(k)
+                if isinstance(k, tuple):
+                    rc[k] = route_of(k[1], k[0])
+                else:
+                    rc[k] = route_of(k, None if "request" in cols else b"")
         rids = list(map(rc.__getitem__, keys))
         routes = self.routes
         tms = self._tms

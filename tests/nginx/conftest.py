@@ -101,8 +101,8 @@ def write_conf(base: Path, port: int, up_port: int, dead_port: int) -> Path:
     (base / "conf.d" / "extra.conf").write_text(
         "# an extra server, included\n"
         "log_format jsonish escape=json '{\"status\":\"$status\",\"rt\":\"$request_time\"}';\n"
-        "server {\n    listen 127.0.0.1:%d;\n    # access_log /nonexistent.invalid/x.log;\n"
-        "    access_log off;\n    return 204;\n}\n" % free_port()
+        f"server {{\n    listen 127.0.0.1:{free_port()};\n"
+        "    # access_log /nonexistent.invalid/x.log;\n    access_log off;\n    return 204;\n}\n"
     )
     conf.write_text(f"""{user}worker_processes 1;
 pid {base}/nginx.pid;

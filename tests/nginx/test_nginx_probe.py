@@ -1,0 +1,170 @@
+"""The probe's paths: no python3 on the box, unreadable config, no nginx, live mode."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+
+from inferfit.probes.nginx import FIND_SCRIPT, NginxProbe
+
+from inferfit.api import LiveProbe, ProbeContext
+from inferfit.config import Config
+from inferfit.hosts.base import Completed
+from inferfit.hosts.local import LocalHost
+from inferfit.hosts.ssh import SSHHost, SSHOptions
+from inferfit.manager import Registry, make_plugin_manager
+
+from .conftest import AI_API_TEXT, FIXTURES
+
+AI_LOG = FIXTURES / "ai_api-sample.log"
+
+
+def _fakebin(tmp_path: Path, name: str, script: str) -> Path:
+    d = tmp_path / "fakebin"
+    d.mkdir(exist_ok=True)
+    exe = d / name
+    exe.write_text("#!/bin/sh\n" + script)
+    exe.chmod(0o755)
+    return d
+
+
+def _cfg(tmp_path: Path, **keys: str) -> str:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[probes.nginx]\n" + "".join(f"{k} = {json.dumps(v)}\n"
+                                                for k, v in keys.items()))
+    return str(cfg)
+
+
+def _run(inferfit_cli, server, tmp_path: Path, cfg: str, name: str) -> dict:
+    out = tmp_path / f"{name}.toml"
+    r = inferfit_cli("check", "--probe", "nginx", "--config", cfg, "--export", str(out),
+                     *server.cli())
+    assert out.exists(), r.stderr
+    return tomllib.loads(out.read_text())["probes"]["nginx"]
+
+
+def test_registered_as_a_live_probe():
+    reg = Registry.collect(make_plugin_manager(load_entry_points=False))
+    assert isinstance(reg.probes["nginx"], LiveProbe)
+
+
+class _NoPython(SSHHost):
+    """The real sshd, on a box whose python3 is missing (a login shell may put its own first)."""
+
+    async def run(self, argv: Sequence[str], *, timeout: float,
+                  stdin: bytes | None = None) -> Completed:
+        if argv and argv[0] == "python3":
+            argv = ["sh", "-c", "exit 127"]
+        return await super().run(argv, timeout=timeout, stdin=stdin)
+
+
+async def test_without_python3_the_window_is_read_over_the_connection(sshd, tmp_path):
+    log = tmp_path / "access.log"
+    data = AI_LOG.read_bytes()
+    log.write_bytes(data[:1000] + b"\xff\xfe not utf-8\n" + data[1000:].split(b"\n", 1)[1])
+    opts = {"log_path": str(log), "log_format": AI_API_TEXT, "window": "all"}
+    ctx = ProbeContext(options=opts, config=Config())
+    results = {}
+    for cls in (SSHHost, _NoPython):
+        host = cls("box", SSHOptions(config_file=str(sshd.ssh_config)))
+        try:
+            results[cls.__name__] = await NginxProbe().check(host, ctx)
+        finally:
+            await host.close()
+    on_box, here = results["SSHHost"].values, results["_NoPython"].values
+    assert on_box["aggregated_on"] == "box"
+    assert here["aggregated_on"] == "locally"
+    assert on_box["bad_lines"] == here["bad_lines"] == 1
+    for key in ("lines", "status_counts", "request_time_ms_p99", "upstream_time_ms_p95",
+                "upstream_retries", "qps_peak", "window_s"):
+        assert here[key] == on_box[key], key
+    # Only aggregates crossed in one case, the whole log in the other.
+    assert here["bytes_transferred"] >= log.stat().st_size * 0.9
+    assert on_box["bytes_transferred"] < log.stat().st_size / 5
+
+
+def test_unreadable_nginx_config_says_what_to_set(sshd_factory, inferfit_cli, tmp_path):
+    fake = _fakebin(tmp_path, "nginx", 'echo \'nginx: [emerg] open() "/etc/nginx/nginx.conf" '
+                    "failed (13: Permission denied)' >&2\nexit 1\n")
+    box = sshd_factory(path_prepend=[fake])
+    got = _run(inferfit_cli, box, tmp_path, _cfg(tmp_path), "unreadable")
+    assert got["status"] == "error"
+    assert got["error_kind"] == "config_unreadable"
+    assert "Permission denied" in got["summary"]
+    assert "log_path" in got["fix"]
+    assert "log_format" in got["fix"]
+
+
+class _NoNginxHost(LocalHost):
+    """The local machine, except that the discovery script finds no nginx."""
+
+    async def run(self, argv: Sequence[str], *, timeout: float,
+                  stdin: bytes | None = None) -> Completed:
+        if len(argv) > 2 and argv[2] == FIND_SCRIPT:
+            return Completed(tuple(argv), 0, "@@bin\n@@masters\n@@end\n", "", 0.0)
+        return await super().run(argv, timeout=timeout, stdin=stdin)
+
+
+async def test_no_nginx_and_no_log_path_is_skipped():
+    ctx = ProbeContext(options={"log_path": "", "log_format": "", "window": "15m"},
+                       config=Config())
+    result = await NginxProbe().check(_NoNginxHost(), ctx)
+    assert result.status == "skipped"
+    assert "not installed" in result.summary
+    assert "log_path" in result.summary
+
+
+async def test_missing_log_file_is_an_error_with_a_fix(tmp_path):
+    ctx = ProbeContext(options={"log_path": str(tmp_path / "nope.log"),
+                                "log_format": "combined"}, config=Config())
+    result = await NginxProbe().check(LocalHost(), ctx)
+    assert result.status == "error"
+    assert result.error_kind == "not_found"
+    assert result.fix
+
+
+async def test_bad_window_is_a_config_error(tmp_path):
+    ctx = ProbeContext(options={"log_path": str(AI_LOG), "log_format": AI_API_TEXT,
+                                "window": "soon"}, config=Config())
+    result = await NginxProbe().check(LocalHost(), ctx)
+    assert result.error_kind == "bad_config"
+
+
+async def test_watch_yields_samples_each_second_and_survives_rotation(tmp_path):
+    log = tmp_path / "live.log"
+    log.write_bytes(b"")
+    lines = AI_LOG.read_bytes().splitlines()
+    ctx = ProbeContext(options={"log_path": str(log), "log_format": AI_API_TEXT},
+                       config=Config())
+    samples = []
+
+    async def writer() -> None:
+        await asyncio.sleep(1.5)
+        with log.open("ab") as fh:
+            fh.write(b"\n".join(lines[:30]) + b"\n")
+        await asyncio.sleep(2.0)
+        log.rename(tmp_path / "live.log.1")  # logrotate's move-and-reopen
+        await asyncio.sleep(0.5)
+        log.write_bytes(b"\n".join(lines[30:50]) + b"\n")
+
+    task = asyncio.create_task(writer())
+    gen = NginxProbe().watch(LocalHost(), ctx)
+    try:
+        async for s in gen:
+            samples.append(s)
+            if sum(x.values["qps"] for x in samples) >= 50 or len(samples) >= 20:
+                break
+    finally:
+        await gen.aclose()
+        await task
+    assert sum(x.values["qps"] for x in samples) == 50
+    last = samples[-1].values
+    assert last["window_s"] == 60
+    assert last["requests_window"] == 50
+    assert "p95_ms" in last
+    assert "p99_ms" in last
+    assert all(s.probe == "nginx" for s in samples)
+    assert all(x.values["5xx"] >= 0 for x in samples)
