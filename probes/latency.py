@@ -25,8 +25,7 @@ import json
 import math
 import statistics
 import time
-from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -331,6 +330,8 @@ class LatencyProbe:
 
     async def watch(self, host: Host, ctx: ProbeContext) -> AsyncIterator[Sample]:
         """Rolling per-region RTT/loss at 1 Hz (sparkline data) until the consumer closes."""
+        from inferfit.probes.latency_live import watch_regions  # live mode only
+
         async for sample in watch_regions(host, ctx):
             yield sample
 
@@ -449,98 +450,6 @@ async def measure_console(host: Host, settings: Settings) -> dict[str, Any]:
         out["ssh_exec_ms_p50"] = round(statistics.median(rounds), 3)
         out["ssh_exec_ms_max"] = round(max(rounds), 3)
     return out
-
-
-# -- live mode ---------------------------------------------------------------------
-@dataclass
-class _Window:
-    name: str
-    points: deque[tuple[float, float | None]] = field(default_factory=deque)  # (time, rtt|lost)
-    history: deque[float | None] = field(default_factory=deque)  # one value per tick
-    tick: list[float] = field(default_factory=list)
-
-    def add(self, at: float, rtt: float | None) -> None:
-        self.points.append((at, rtt))
-        if rtt is not None:
-            self.tick.append(rtt)
-
-    def sample(self, now: float, window_s: float) -> dict[str, Any]:
-        while self.points and self.points[0][0] < now - window_s:
-            self.points.popleft()
-        rtts = sorted(v for _, v in self.points if v is not None)
-        current = statistics.median(self.tick) if self.tick else None
-        self.tick = []
-        self.history.append(round(current, 3) if current is not None else None)
-        while len(self.history) > window_s:
-            self.history.popleft()
-        row: dict[str, Any] = {"name": self.name, "samples": len(self.points),
-                               "history_ms": list(self.history)}
-        if current is not None:
-            row["rtt_ms"] = round(current, 3)
-        if self.points:
-            row["loss_pct"] = round(100 * sum(v is None for _, v in self.points)
-                                    / len(self.points), 2)
-        if rtts:
-            row["rtt_ms_p50"] = round(percentile(rtts, 50), 3)
-            row["rtt_ms_p95"] = round(percentile(rtts, 95), 3)
-        return row
-
-
-async def watch_regions(
-    host: Host, ctx: ProbeContext, *, clock: Callable[[], float] = time.monotonic,
-    period_s: float = 1.0,
-) -> AsyncIterator[Sample]:
-    try:
-        settings = Settings.from_options(ctx.options)
-        regions = parse_regions(ctx.config.get("regions"))
-    except (RegionConfigError, LatencySettingsError) as exc:
-        yield Sample("latency", {"regions": [], "error": f"config: {exc}"})
-        return
-    windows = [_Window(r.name) for r in regions]
-    targets: list[tuple[int, TargetSpec]] = [
-        (n, t) for n, r in enumerate(regions) for t in r.targets if t.port is not None
-    ]
-    notes = [f"{t.text}: live mode times TCP only" for r in regions for t in r.targets
-             if t.port is None]
-    if not targets:
-        yield Sample("latency", {"regions": [w.sample(clock(), settings.live_window_s)
-                                             for w in windows], "notes": notes})
-        return
-    argv = agent_argv([(t.host, int(t.port or 0)) for _, t in targets], settings, 0,
-                      max_s=float(ctx.options.get("live_max_s", 3600.0)))
-
-    async def read() -> None:
-        lines = host.stream(argv, stdin=agent_source())
-        try:
-            async for line in lines:
-                with contextlib.suppress(ValueError):
-                    ev = json.loads(line)
-                    if isinstance(ev, dict) and ev.get("ev") == "s" and 0 <= ev["t"] < len(targets):
-                        rtt = ev.get("ms") if ev.get("k") in ("ok", "refused") else None
-                        windows[targets[ev["t"]][0]].add(clock(), rtt)
-        finally:
-            if isinstance(lines, AsyncGenerator):
-                await lines.aclose()
-
-    reader = asyncio.create_task(read())
-    try:
-        next_tick = clock() + period_s
-        while True:
-            await asyncio.sleep(max(0.0, next_tick - clock()))
-            next_tick += period_s
-            if reader.done() and reader.exception() is not None:
-                raise reader.exception()  # type: ignore[misc]
-            values: dict[str, Any] = {
-                "regions": [w.sample(clock(), settings.live_window_s) for w in windows],
-                "window_s": settings.live_window_s,
-            }
-            if notes:
-                values["notes"] = notes
-            yield Sample("latency", values)
-    finally:
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError, HostError):
-            await reader
 
 
 @hookimpl

@@ -121,3 +121,16 @@ async def test_hostile_strings_reaching_the_runners_are_data(regions_lab: Any,
         assert not curl.result.rtts_ms
     assert not marker.exists()
     assert not Path(os.getcwd(), "pwned").exists()
+
+
+async def test_ipv6_targets_in_brackets(regions_lab: Any) -> None:
+    """[::1]:port (nothing listens: refused, still timed) and [::1] by ping, inside the box."""
+    result = await check(regions_lab.host(), [
+        {"name": "v6-tcp", "targets": ["[::1]:9"]},
+        {"name": "v6-icmp", "targets": ["[::1]"]},
+    ], samples=3, interval_ms=200.0)
+    regions = by_name(result)
+    assert regions["v6-tcp"]["refused_samples"] == 3
+    assert regions["v6-tcp"]["rtt_ms_p50"] < 5
+    assert regions["v6-icmp"]["method"] == "icmp"
+    assert regions["v6-icmp"]["samples"] == 3
