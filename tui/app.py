@@ -121,6 +121,10 @@ class InferfitApp(App[int]):
         self.call_after_refresh(self._focus_first)
 
     def _focus_first(self) -> None:
+        tabs = self.query_one(TabbedContent)
+        if tabs.active == "overview-pane":
+            self.query_one("#overview", DataTable).focus()
+            return
         slots = self.current_view().visible_slots()
         if slots:
             slots[0].focus()
@@ -231,10 +235,11 @@ class InferfitApp(App[int]):
         self.notify(f"re-running {slot.title} on {slot.target}", timeout=2)
 
     def action_rerun_all(self) -> None:
-        if self.read_only:
-            self.notify("replay of saved findings: nothing to re-run", severity="warning")
-            return
         view = self.current_view()
+        if not view.live:
+            self.notify(f"replay of saved findings: no probes to re-run on {view.spec.name}",
+                        severity="warning")
+            return
         count = view.run_all()
         self.notify(f"re-running {count} probes on {view.spec.name}", timeout=2)
 
@@ -330,7 +335,8 @@ class InferfitApp(App[int]):
             parts.append(f"probes are still running on {', '.join(running)}")
         if paused:
             parts.append(f"batch load is PAUSED on {', '.join(paused)} (it stays paused)")
-        question = "; ".join(parts).capitalize() + ".\nQuit anyway?"
+        text = "; ".join(parts)
+        question = text[:1].upper() + text[1:] + ".\nQuit anyway?"
 
         def answer(yes: bool | None) -> None:
             if yes:

@@ -25,6 +25,7 @@ STATUS_ICON = {
 # Key suffix -> unit shown after the number.
 _UNITS: tuple[tuple[str, str], ...] = (
     ("_mib_s", "MiB/s"), ("_gb_s", "GB/s"), ("_mbit_s", "Mbit/s"), ("_mbit_peak", "Mbit/s"),
+    ("_mbit_needed", "Mbit/s"), ("_bytes_per_token", "B"),
     ("_mbit", "Mbit"), ("_mib", "MiB"), ("_gib", "GiB"), ("_bytes", "B"), ("_pct", "%"),
     ("_ms", "ms"), ("_us", "µs"), ("_ns", "ns"), ("_s", "s"), ("_w", "W"), ("_c", "°C"),
     ("_mhz", "MHz"), ("_iops", "IOPS"),

@@ -32,6 +32,12 @@ from inferfit.hosts.ssh import SSHHost
 from inferfit.runner import TARGET_FACTS, make_target
 
 LATENCY_INTERVAL_S = 10.0
+# Panels in the order an SRE reads a box; other probes follow in registration order.
+PANEL_ORDER = ("system", "gpu", "disk", "latency", "nginx")
+
+
+def _order(name: str) -> int:
+    return PANEL_ORDER.index(name) if name in PANEL_ORDER else len(PANEL_ORDER)
 
 
 @dataclass
@@ -103,6 +109,7 @@ class TargetView(Vertical):
             names = [(p.name, str(getattr(p, "title", p.name)), p) for p in spec.probes]
         else:
             names = [(n, n.capitalize(), None) for n in self.findings.probes]
+        names.sort(key=lambda item: _order(item[0]))
         for name, title, probe in names:
             panel_cls = spec.panels.get(name, GenericPanel)
             title = str(getattr(panel_cls, "title", "") or title) if panel_cls is not GenericPanel \
@@ -171,8 +178,8 @@ class TargetView(Vertical):
         return duration(base + (time.monotonic() - at if self.live else 0))
 
     def refresh_header(self) -> None:
-        if self.is_mounted:
-            self.query_one(TargetHeader).update(self._header_text())
+        for header in self.query(TargetHeader):
+            header.update(self._header_text())
 
     def _note_system(self, result: ProbeResult | None) -> None:
         if result is None:

@@ -14,7 +14,9 @@ class SparkRow(Horizontal):
     SparkRow { height: 1; }
     SparkRow > .spark-label { width: 8; color: $text-muted; }
     SparkRow > Sparkline { width: 1fr; min-width: 10; }
+    SparkRow > Sparkline.-empty { display: none; }
     SparkRow > .spark-value { width: 26; padding-left: 1; }
+    SparkRow.-static > .spark-value { width: 1fr; padding-left: 0; }
     """
 
     def __init__(self, label: str, *, id: str | None = None) -> None:
@@ -31,4 +33,8 @@ class SparkRow(Horizontal):
         # Only as many points as there are cells: a rolling window, newest right.
         width = max(1, spark.size.width or 60)
         spark.data = list(data[-width:])
+        # A single point is no trend: show the figure alone (replay, first reading).
+        empty = len(data) < 2
+        spark.set_class(empty, "-empty")
+        self.set_class(empty, "-static")
         self.query_one(".spark-value", Label).update(value)

@@ -27,12 +27,26 @@ P99 = ("request_time_ms_p99", "p99_ms", "request_ms_p99")
 FIVEXX = ("status_5xx", "5xx", "errors_5xx", "count_5xx", "http_5xx")
 
 
+def status_counts(values: Mapping[str, Any]) -> dict[str, Any]:
+    """One flat table of counts: by class ("5xx") and by code ("502"), whatever the nesting."""
+    counts = pick(values, "status_counts", "status")
+    if not isinstance(counts, Mapping):
+        return {}
+    flat: dict[str, Any] = {}
+    for key, value in counts.items():
+        if isinstance(value, Mapping):
+            flat.update({str(k): v for k, v in value.items()})
+        else:
+            flat[str(key)] = value
+    return flat
+
+
 def count_5xx(values: Mapping[str, Any]) -> float | None:
     direct = num(pick(values, *FIVEXX))
     if direct is not None:
         return direct
-    counts = pick(values, "status_counts", "status")
-    if isinstance(counts, Mapping):
+    counts = status_counts(values)
+    if counts:
         if num(counts.get("5xx")) is not None:
             return num(counts.get("5xx"))
         codes = [num(v) for k, v in counts.items() if str(k).isdigit() and str(k).startswith("5")]
@@ -97,9 +111,9 @@ class NginxPanel(ProbePanel):
 def render_nginx(v: Mapping[str, Any], live: bool) -> Any:
     if not v:
         return Text("waiting for live readings…" if live else "", style="dim")
-    counts = pick(v, "status_counts", "status")
+    counts = status_counts(v)
     status_text = Text()
-    if isinstance(counts, Mapping):
+    if counts:
         for key in ("2xx", "3xx", "4xx", "499", "5xx", "500", "502", "503", "504"):
             if key in counts:
                 style = "red" if key.startswith("5") else ("yellow" if key in ("4xx", "499")
@@ -109,7 +123,8 @@ def render_nginx(v: Mapping[str, Any], live: bool) -> Any:
     window = num(v.get("window_s"))
     rows = [
         ("lines", f"{fnum(v.get('lines'), 0)} ({fnum(v.get('bad_lines'), 0)} bad)"),
-        ("window", DASH if window is None else f"{window / 60:,.0f} min"),
+        ("window", DASH if window is None else (
+            f"{window:,.0f} s" if window < 120 else f"{window / 60:,.0f} min")),
         ("QPS", f"{fnum(v.get('qps_mean'), 1)} mean · {fnum(v.get('qps_peak'), 0)} peak"),
         ("request", "p50 {} · p95 {} · p99 {} ms".format(
             *(fnum(v.get(f"request_time_ms_{p}"), 0) for p in ("p50", "p95", "p99")))),

@@ -94,7 +94,7 @@ def render_sizing(result: ProbeResult | None) -> Group | Text:
             says = reason.get("says") or reason.get("formula") or DASH
             t.add_row(str(reason.get("rule", DASH)), str(says))
         parts.append(t)
-    missing = v.get("missing")
+    missing = v.get("missing_inputs", v.get("missing"))
     if isinstance(missing, list) and missing:
         parts.append(Text("could not judge: " + ", ".join(map(str, missing)), style="dim"))
     return Group(*parts)
