@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inferfit.probes.gpu import GpuProbe
 
 from inferfit.api import ProbeContext
 from inferfit.config import Config
 from inferfit.hosts.ssh import SSHHost, SSHOptions
-from inferfit.probes.gpu import GpuProbe
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gpu"
 
@@ -50,7 +50,8 @@ def test_a100_mig_capture(sshd_factory, fake_box, inferfit_cli, tmp_path):
     assert dev0["memory_class_gb"] == 80
     assert dev0["mig_enabled"] is True
     assert dev0["power_draw_w"] == 67.03
-    assert dev0["pcie_gen_current"] == 4 and dev0["pcie_width_current"] == 16
+    assert dev0["pcie_gen_current"] == 4
+    assert dev0["pcie_width_current"] == 16
     migs = dev0["mig_devices"]
     assert [m["profile"] for m in migs] == ["1g.20gb"] * 4
     assert [m["gpu_instance_id"] for m in migs] == [3, 4, 5, 6]
@@ -79,8 +80,10 @@ def test_h100_capture_via_query_csv(sshd_factory, fake_box, inferfit_cli, tmp_pa
     assert dev["name"] == "NVIDIA H100 80GB HBM3"
     assert dev["power_draw_w"] == 69.85
     assert dev["power_limit_w"] == 700.0
-    assert dev["memory_total_mib"] == 81559 and dev["memory_class_gb"] == 80
-    assert dev["pcie_gen_current"] == 5 and dev["pcie_width_max"] == 16
+    assert dev["memory_total_mib"] == 81559
+    assert dev["memory_class_gb"] == 80
+    assert dev["pcie_gen_current"] == 5
+    assert dev["pcie_width_max"] == 16
     assert dev["ecc_errors_uncorrected"] == 0
     assert dev["mig_enabled"] is False
     assert dev["health"] == "ok"
@@ -97,7 +100,8 @@ def test_t4_capture_warns(sshd_factory, fake_box, inferfit_cli, tmp_path):
     assert gpu["status"] == "warn"
     dev = gpu["devices"][0]
     assert dev["health"] == "warn"
-    assert dev["pcie_width_current"] == 8 and dev["pcie_width_max"] == 16
+    assert dev["pcie_width_current"] == 8
+    assert dev["pcie_width_max"] == 16
     assert any("x8 of x16" in r for r in dev["reasons"])
     assert any("python (pid 5762" in r for r in dev["reasons"])
 
@@ -152,7 +156,8 @@ def test_driver_failures(sshd_factory, fake_box, inferfit_cli, tmp_path, name, r
     assert result.returncode == 3, result.stdout  # could not check
     assert gpu["status"] == "error"
     assert gpu["error_kind"] == kind
-    assert gpu["fix"] and "\n" not in gpu["fix"]
+    assert gpu["fix"]
+    assert "\n" not in gpu["fix"]
     assert "devices" not in gpu
     assert "fix:" in result.stdout
 
@@ -231,3 +236,28 @@ def test_watch_streams_samples_and_stops(sshd_factory, fake_box, home, tmp_path)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
         pytest.fail("the remote nvidia-smi kept running after the stream was closed")
+
+
+def test_inforom_warning_next_to_good_xml_warns(sshd_factory, fake_box, inferfit_cli, tmp_path):
+    box = fake_box()
+    box.set("qx", fixture_text("influxdata__telegraf__a100-sxm4-v12.xml"),
+            stderr="WARNING: infoROM is corrupted at gpu 0000:01:00.0\n")
+    server = sshd_factory(path_prepend=[box.bin_dir])
+    result, gpu = check_gpu(inferfit_cli, server, tmp_path)
+    assert result.returncode == 1
+    assert gpu["status"] == "warn"
+    assert any("infoROM is corrupted" in n for n in gpu["notes"])
+    assert gpu["devices"][0]["name"] == "NVIDIA A100-SXM4-80GB"
+
+
+def test_bad_source_is_a_config_error(sshd_factory, fake_box, inferfit_cli, tmp_path):
+    cfg = tmp_path / "gpu.toml"
+    cfg.write_text('[probes.gpu]\nsource = "dcgm"\n')
+    box = fake_box()
+    server = sshd_factory(path_prepend=[box.bin_dir])
+    out = tmp_path / "f.toml"
+    result = inferfit_cli("check", "--probe", "gpu", "--config", str(cfg), "--export", str(out),
+                          *server.cli())
+    assert result.returncode == 3
+    gpu = tomllib.loads(out.read_text())["probes"]["gpu"]
+    assert gpu["error_kind"] == "bad_config"
