@@ -108,11 +108,11 @@ def judge_device(dev: dict[str, Any], options: Mapping[str, Any]) -> tuple[Statu
         warn.append(f"{used:g} MiB of GPU memory already in use with no process listed "
                     "(another container or VM?)")
     # Configuration notes.
-    if dev.get("mig_pending") is not None and dev.get("mig_enabled") is not None \
-            and dev["mig_pending"] != dev["mig_enabled"]:
+    if dev.get("mig_enabled_pending") is not None and dev.get("mig_enabled") is not None \
+            and dev["mig_enabled_pending"] != dev["mig_enabled"]:
         warn.append("a MIG mode change is pending until the GPU is reset")
-    if dev.get("ecc_pending") is not None and dev.get("ecc_enabled") is not None \
-            and dev["ecc_pending"] != dev["ecc_enabled"]:
+    if dev.get("ecc_enabled_pending") is not None and dev.get("ecc_enabled") is not None \
+            and dev["ecc_enabled_pending"] != dev["ecc_enabled"]:
         info.append("an ECC mode change is pending until the next reboot")
     if dev.get("persistence_mode") is False:
         info.append("persistence mode is off (first CUDA call pays the driver init time)")

@@ -128,7 +128,7 @@ def _device(nvml: Any, index: int) -> dict[str, Any]:
         "pcie_width_current": _call(nvml, "nvmlDeviceGetCurrPcieLinkWidth", h),
         "pcie_width_max": _call(nvml, "nvmlDeviceGetMaxPcieLinkWidth", h),
         "ecc_enabled": None if ecc_cur is None else ecc_cur == 1,
-        "ecc_pending": None if ecc_pend is None else ecc_pend == 1,
+        "ecc_enabled_pending": None if ecc_pend is None else ecc_pend == 1,
         "ecc_errors_corrected_volatile": _call(nvml, "nvmlDeviceGetTotalEccErrors", h,
                                                ERROR_CORRECTED, VOLATILE_ECC),
         "ecc_errors_corrected_aggregate": _call(nvml, "nvmlDeviceGetTotalEccErrors", h,
@@ -143,7 +143,7 @@ def _device(nvml: Any, index: int) -> dict[str, Any]:
         "throttle_reasons": None if not isinstance(reasons, int) else
         [name for bit, name in REASON_BITS.items() if reasons & bit],
         "mig_enabled": None if mig_cur is None else mig_cur == 1,
-        "mig_pending": None if mig_pend is None else mig_pend == 1,
+        "mig_enabled_pending": None if mig_pend is None else mig_pend == 1,
         "mig_devices": _mig_devices(nvml, h) if mig_cur == 1 else [],
         "processes": _processes(nvml, h),
     }

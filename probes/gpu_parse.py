@@ -231,7 +231,7 @@ def parse_gpu_element(gpu: ET.Element, index: int) -> Device:
         "pcie_width_current": _int(link, "link_widths/current_link_width"),
         "pcie_width_max": _int(link, "link_widths/max_link_width"),
         "ecc_enabled": ecc_mode,
-        "ecc_pending": flag(_text(gpu, "ecc_mode/pending_ecc")),
+        "ecc_enabled_pending": flag(_text(gpu, "ecc_mode/pending_ecc")),
         "ecc_errors_corrected_volatile": corr_v,
         "ecc_errors_corrected_aggregate": corr_a,
         "ecc_errors_uncorrected_volatile": unc_v,
@@ -248,7 +248,7 @@ def parse_gpu_element(gpu: ET.Element, index: int) -> Device:
         "reset_required": flag(_text(gpu, "gpu_reset_status/reset_required")),
         "recovery_action": _text(gpu, "gpu_recovery_action"),
         "mig_enabled": (mig_text or "").lower() == "enabled" if has_mig_mode else None,
-        "mig_pending": flag(_text(gpu, "mig_mode/pending_mig")),
+        "mig_enabled_pending": flag(_text(gpu, "mig_mode/pending_mig")),
         "mig_devices": _mig_devices(gpu),
         "processes": _processes(gpu),
     }
@@ -336,7 +336,8 @@ _CSV_MAP: dict[str, tuple[str, str]] = {
     "remapped_rows.uncorrectable": ("remapped_rows_uncorrectable", "int"),
     "remapped_rows.pending": ("remapped_rows_pending", "flag"),
     "remapped_rows.failure": ("remapped_rows_failure", "flag"),
-    "mig.mode.current": ("mig_enabled", "flag"), "mig.mode.pending": ("mig_pending", "flag"),
+    "mig.mode.current": ("mig_enabled", "flag"),
+    "mig.mode.pending": ("mig_enabled_pending", "flag"),
 }
 _CONVERT = {"int": integer, "num": number, "text": clean_text, "flag": flag}
 _REASON_PREFIXES = ("clocks_event_reasons.", "clocks_throttle_reasons.")
