@@ -8,11 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import DataTable, Input, TabbedContent
-
-from inferfit.config import Config
-from inferfit.findings import Findings
-from inferfit.hosts import SSHHost, SSHOptions, SSHTarget
 from inferfit.tui.app import InferfitApp
 from inferfit.tui.batch import BatchView
 from inferfit.tui.fmt import export_name
@@ -20,6 +15,11 @@ from inferfit.tui.screens.confirm import ConfirmScreen
 from inferfit.tui.screens.export import ExportScreen
 from inferfit.tui.screens.help import HelpScreen
 from inferfit.tui.target_view import TargetHeader, TargetSpec
+from textual.widgets import DataTable, Input, TabbedContent
+
+from inferfit.config import Config
+from inferfit.findings import Findings
+from inferfit.hosts import SSHHost, SSHOptions, SSHTarget
 
 SIZE = (80, 24)
 
@@ -171,8 +171,10 @@ async def test_several_targets_get_tabs_and_an_overview(kit: Any) -> None:
         assert table.row_count == 2
         first = [str(c) for c in table.get_row_at(0)]
         second = [str(c) for c in table.get_row_at(1)]
-        assert first[0] == "gpu-a100" and "fail" in first[2]
-        assert second[0] == "gpu-t4" and "error" in second[2]
+        assert first[0] == "gpu-a100"
+        assert "fail" in first[2]
+        assert second[0] == "gpu-t4"
+        assert "error" in second[2]
         await pilot.press("right_square_bracket")
         await pilot.pause()
         assert tabs.active == "target-1"
@@ -224,12 +226,15 @@ async def test_a_raising_probe_shows_an_error_while_others_keep_updating(kit: An
         view = app.current_view()
         slots = {s.probe_name: s for s in view.slots}
         broken = slots["broken"]
-        assert broken.state == "error" and broken.has_class("-error")
-        assert broken.result is not None and broken.result.error_kind == "probe_crashed"
+        assert broken.state == "error"
+        assert broken.has_class("-error")
+        assert broken.result is not None
+        assert broken.result.error_kind == "probe_crashed"
         assert "RuntimeError: the probe fell over" in broken.result.summary
         assert any("the probe fell over" in n for n in notes(app))
         assert slots["steady"].state == "ok"
-        assert slots["ticker"].state == "ok" and ticker.sent == 6
+        assert slots["ticker"].state == "ok"
+        assert ticker.sent == 6
         assert slots["ticker"].updated_at is not None
         live_text = str(slots["ticker"].panel.query_one(".live").render())
         assert "tick" in live_text  # the last sample reached the panel
@@ -250,7 +255,8 @@ async def test_r_reruns_the_focused_probe_and_R_reruns_all(kit: Any) -> None:
         await pilot.pause()
         assert (a.runs, b.runs) == (1, 2)
         slot = app.focused_slot()
-        assert slot.result is not None and slot.result.summary == "run 2"
+        assert slot.result is not None
+        assert slot.result.summary == "run 2"
         await pilot.press("R")
         await app.workers.wait_for_complete()
         assert (a.runs, b.runs) == (2, 3)
@@ -267,7 +273,8 @@ async def test_q_asks_first_while_a_probe_runs(kit: Any) -> None:
         assert isinstance(app.screen, ConfirmScreen)
         assert "still running on local" in app.screen.question
         await pilot.press("n")
-        assert app.is_running and not isinstance(app.screen, ConfirmScreen)
+        assert app.is_running
+        assert not isinstance(app.screen, ConfirmScreen)
         release.set()
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -322,7 +329,8 @@ async def test_p_toggles_a_wired_batch_control_and_q_warns_while_paused(kit: Any
         await pilot.press("p")
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert batch.paused and "batch: paused" in header(app)
+        assert batch.paused
+        assert "batch: paused" in header(app)
         assert "batch paused on local" in notes(app)
         await pilot.press("q")
         assert isinstance(app.screen, ConfirmScreen)
@@ -352,10 +360,12 @@ async def test_unreachable_target_shows_not_connected_and_keeps_running(
         assert view.conn_state == "failed"
         assert "not connected" in header(app)
         slot = view.slots[0]
-        assert slot.state == "error" and slot.result is not None
+        assert slot.state == "error"
+        assert slot.result is not None
         assert slot.result.error_kind == "not_connected"
         assert any("could not connect" in n.title for n in app._notifications)
         await pilot.press("R")  # tries again, fails again, still alive
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert view.conn_state == "failed" and app.is_running
+        assert view.conn_state == "failed"
+        assert app.is_running
