@@ -51,7 +51,8 @@ apply() {
   shift
   for _n; do
     if [ "$_c" -gt 0 ]; then
-      _o=$(docker pause -- "$_n" 2>&1) || case $_o in
+      _p=$(docker inspect --type container --format '{{.State.Paused}}' -- "$_n" 2>/dev/null)
+      [ "$_p" = true ] || _o=$(docker pause -- "$_n" 2>&1) || case $_o in
         *"already paused"*) ;;
         *) echo "fail $_n $_o" | head -n 1 ;;
       esac

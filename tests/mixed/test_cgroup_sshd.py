@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
 from inferfit.plugins.batch_cgroup import CONTROLLER as CGROUP
 from inferfit.plugins.batch_common import BatchRefused
 
@@ -40,7 +39,8 @@ async def test_freeze_thaw_and_lease_expiry(version, request, sshd, workers, lea
         assert not any(w.progressing(0.5) for w in batch)
         assert outside[0].progressing()
         resumed = await CGROUP.resume(host, opts)
-        assert resumed.state == "running" and not _frozen(cg)
+        assert resumed.state == "running"
+        assert not _frozen(cg)
         assert all(w.progressing() for w in batch)
         # pause again and let the lease run out: the watchdog thaws by itself
         await CGROUP.pause(host, opts)
@@ -62,14 +62,16 @@ async def test_throttle_across_cgroups_and_refusals(sshd, workers, lease_dir, cg
         assert half.state == "partly_paused"
         assert _frozen(cgroup_v2) != _frozen(cgroup_v1)
         assert (await CGROUP.resume(host, both)).state == "running"
-        assert not _frozen(cgroup_v2) and not _frozen(cgroup_v1)
+        assert not _frozen(cgroup_v2)
+        assert not _frozen(cgroup_v1)
 
         with pytest.raises(BatchRefused) as info:
             await CGROUP.pause(host, _opts(lease_dir, cgroup_v2), fraction=0.5)
         assert "in part" in info.value.message
         with pytest.raises(BatchRefused) as info:
             await CGROUP.pause(host, _opts(lease_dir, f"{cgroup_v2}-nonexistent"))
-        assert info.value.kind == "no_target" and "does not exist" in info.value.message
+        assert info.value.kind == "no_target"
+        assert "does not exist" in info.value.message
         with pytest.raises(BatchRefused) as info:
             await CGROUP.pause(host, _opts(lease_dir, tmp_path))
         assert info.value.kind == "config"

@@ -11,7 +11,6 @@ import time
 import uuid
 
 import pytest
-
 from inferfit.plugins.batch_common import BatchRefused
 from inferfit.plugins.batch_signal import CONTROLLER as SIGNAL
 
@@ -36,7 +35,8 @@ async def test_pattern_pauses_exactly_the_selection_and_resumes(sshd, workers, l
         assert [w.state() for w in batch] == ["T", "T", "T"]
         assert all(w.state() != "T" for w in near), "a near-miss process was stopped"
         assert all(w.progressing() for w in near)
-        assert paused.lease is not None and paused.lease.watchdog_alive
+        assert paused.lease is not None
+        assert paused.lease.watchdog_alive
 
         resumed = await SIGNAL.resume(host, opts)
         assert resumed.state == "running"
@@ -162,7 +162,8 @@ async def test_lease_expiry_resumes_and_renew_extends(sshd, workers, lease_dir, 
         for _ in range(2):
             time.sleep(2)
             lease = await batch_lease.renew(host, str(lease_dir), state.lease_name, 3)
-            assert lease is not None and lease.expires_in_s >= 2
+            assert lease is not None
+            assert lease.expires_in_s >= 2
         assert all(w.state() == "T" for w in batch)
         # stop renewing: the box resumes by itself within TTL (+ poll slack)
         t0 = time.monotonic()
@@ -170,7 +171,8 @@ async def test_lease_expiry_resumes_and_renew_extends(sshd, workers, lease_dir, 
         assert time.monotonic() - t0 >= 1.0
         assert all(w.progressing() for w in batch)
         after = await SIGNAL.status(host, opts)
-        assert after.state == "running" and after.lease is None
+        assert after.state == "running"
+        assert after.lease is None
         # a renew after expiry does not bring the lease back
         assert await batch_lease.renew(host, str(lease_dir), state.lease_name, 3) is None
     finally:
