@@ -158,20 +158,22 @@ class GpuProbe:
             self._run(host, sh(KERNEL_LOG_SCRIPT), timeout)
             if opts.get("read_kernel_log", True) else _none(),
         )
-        if snapshot is None:
-            got = await self._smi_snapshot(host, timeout, notes)
-            if isinstance(got, Failure):
-                side.cancel()
-                with contextlib.suppress(BaseException):
-                    await side
-                if got.kind == "not_installed":
-                    present = await self._gpu_present(host, timeout)
-                    if present is None:
-                        return self._skipped(started, "nvidia-smi not found")
-                    got = failure("not_installed", present)
-                return self._error(got, started, notes)
-            snapshot, used = got
-        listing, topo, klog = await side
+        try:
+            if snapshot is None:
+                got = await self._smi_snapshot(host, timeout, notes)
+                if isinstance(got, Failure):
+                    _drop(side)
+                    if got.kind == "not_installed":
+                        present = await self._gpu_present(host, timeout)
+                        if present is None:
+                            return self._skipped(started, "nvidia-smi not found")
+                        got = failure("not_installed", present)
+                    return self._error(got, started, notes)
+                snapshot, used = got
+            listing, topo, klog = await side
+        except BaseException:
+            _drop(side)
+            raise
         return self._finish(snapshot, used, listing, topo, klog, opts, notes, started)
 
     async def _run(self, host: Host, argv: list[str], timeout: float) -> Completed | None:
@@ -194,6 +196,10 @@ class GpuProbe:
             try:
                 snap = parse_smi_xml(xml.stdout)
                 snap["warnings"] += [ln.strip() for ln in xml.stderr.splitlines() if ln.strip()]
+                if not xml.ok:  # XML for the GPUs it could read, and an error for the rest
+                    snap["partial_failure"] = classify_failure(
+                        xml.returncode, xml.stdout.split("<", 1)[0], xml.stderr
+                    ) or failure("nvidia_smi_failed", f"exit status {xml.returncode}")
                 return snap, "nvidia-smi -q -x"
             except ParseError as exc:
                 problem = f"`{SMI} -q -x`: {exc}"
@@ -291,8 +297,13 @@ class GpuProbe:
             status = "fail" if status == "fail" else "warn"
             verdicts.append("nvidia-smi warns that an infoROM is corrupted: ECC and retirement "
                             "records may be wrong (reflash or RMA)")
+        partial = snapshot.get("partial_failure")
+        if isinstance(partial, Failure):
+            status = "fail"
+            verdicts.insert(0, f"nvidia-smi -q -x exited with an error: {partial.summary} — "
+                               f"fix: {partial.fix}")
         if not values["devices"]:
-            status, summary = "error", "nvidia-smi reported no GPU details"
+            return self._error(failure("no_devices", f"{used} lists no GPU"), started, notes)
         return ProbeResult(self.name, status, summary, time.monotonic() - started,
                            values=values, notes=verdicts + notes)
 
@@ -334,6 +345,12 @@ class GpuProbe:
 
 async def _none() -> None:
     return None
+
+
+def _drop(side: asyncio.Future[Any]) -> None:
+    """Cancel the side commands and retrieve their outcome so nothing is left dangling."""
+    side.cancel()
+    side.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 async def _nvml_start() -> Any:

@@ -161,3 +161,27 @@ def test_watch_two_gpus_after_the_first_set_needs_no_repeat():
 
     assert asyncio.run(take()) == [[1, 2], [3, 4]]
     assert host.stream_closed
+
+
+def test_xml_with_nonzero_exit_fails_with_the_reason():
+    xml = (FIXTURES / "influxdata__telegraf__tesla-t4.xml").read_text()
+    host = ScriptedHost([
+        (lambda a: list(a) == ["nvidia-smi", "-q", "-x"],
+         (15, xml, "Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.")),
+    ])
+    result = asyncio.run(GpuProbe().check(host, ctx(read_kernel_log=False)))
+    assert result.status == "fail"
+    assert result.values["devices"][0]["name"] == "Tesla T4"
+    assert "GPU is lost" in result.notes[0]
+    assert "fix: reboot the box" in result.notes[0]
+
+
+def test_xml_without_gpus_is_no_devices():
+    host = ScriptedHost([
+        (lambda a: list(a) == ["nvidia-smi", "-q", "-x"],
+         (0, "<?xml version='1.0'?><nvidia_smi_log><attached_gpus>0</attached_gpus>"
+             "</nvidia_smi_log>", "")),
+    ])
+    result = asyncio.run(GpuProbe().check(host, ctx(read_kernel_log=False)))
+    assert result.status == "error"
+    assert result.error_kind == "no_devices"
