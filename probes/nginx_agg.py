@@ -12,7 +12,7 @@ import calendar
 import datetime
 import re
 from collections import Counter
-from itertools import accumulate, compress
+from itertools import accumulate, compress, islice, repeat
 from typing import Any, BinaryIO
 
 from inferfit.probes.nginx_format import LogFormat
@@ -200,6 +200,11 @@ def redact(line: bytes) -> str:
     return text[:SAMPLE_CHARS] + ("…" if len(line) > SAMPLE_CHARS else "")
 
 
+def _check_status(code: bytes) -> None:
+    if len(code) != 3 or not code.isdigit():
+        raise BadChunk(code)
+
+
 class _Route:
     __slots__ = ("c4", "c5", "hist", "n")
 
@@ -210,14 +215,21 @@ class _Route:
 
 # -- the aggregator -----------------------------------------------------------
 class Aggregator:
-    """Fold chunks of log lines into the window's figures; ``result()`` is JSON-ready."""
+    """Fold chunks of log lines into the window's figures; ``result()`` is JSON-ready.
+
+    Per chunk, columns go into ``Counter`` objects keyed by the raw bytes (C speed);
+    only keys new to a counter are validated in Python. Counters are folded into
+    histograms when they grow past ``FLUSH_KEYS`` and at the end: fixed memory.
+    """
+
+    FLUSH_KEYS = 60000
 
     def __init__(self, lf: LogFormat, since: int | None = None, until: int | None = None) -> None:
         self.lf = lf
+        self.fold = lf.fold
         self.since, self.until = since, until
         self.lines = self.bad = self.out_of_window = 0
         self.samples: list[str] = []
-        self.status: dict[str, int] = {}
         self.rt, self.ut, self.nt = Hist(), Hist(), Hist()
         self.retries = self.up_attempts = self.up_errors = 0
         self.bytes_total = self.bytes_n = 0
@@ -226,14 +238,23 @@ class Aggregator:
         self.first: int | None = None
         self.last: int | None = None
         self.routes: dict[str, _Route] = {}
-        self._rcache: dict[bytes, str] = {}
+        self._rcache: dict[Any, str] = {}
         self._tcache: dict[bytes, int] = {}
         self._tms: dict[bytes, tuple[int, int] | None] = {}
+        self._ok: dict[str, set[bytes]] = {}  # raw tokens already found valid
+        self.status: Counter[bytes] = Counter()
+        # raw counters keyed by raw tokens, folded by _flush():
+        # (route, status), (route, request_time), (request_time, upstream time, upstream status)
+        self.c_rs: Counter[tuple[str, bytes]] = Counter()
+        self.c_rr: Counter[tuple[str, bytes]] = Counter()
+        self.c_up: Counter[tuple[bytes, bytes, bytes]] = Counter()
 
     # feeding ---------------------------------------------------------------
     def feed(self, block: bytes) -> None:
         """Complete lines joined by newlines (no trailing newline)."""
-        block = block.replace(b", ", b",")
+        if self.fold and b", " in block:
+            parts = block.split(b",")
+            block = b",".join([parts[0]] + [p[1:] if p[:1] == b" " else p for p in parts[1:]])
         self._feed(block, block.count(b"\n") + 1)
 
     def _feed(self, block: bytes, n: int) -> None:
@@ -263,8 +284,8 @@ class Aggregator:
             vals = self.lf.parse_folded(line)
             if vals is not None and self._valid(vals):
                 good += 1
-                for name, v in zip(names, vals):  # noqa: B905 (python3.7 on the box)
-                    cols[name].append(v if v is not None else b"-")
+                for name, v in zip(names, vals):  # noqa: B905
+                    cols[name].append(self.lf.unstrip(name, v) if v is not None else b"-")
             else:
                 self.bad_line(line)
         if good:
@@ -279,7 +300,7 @@ class Aggregator:
             self.samples.append(redact(line))
 
     def _valid(self, vals: list[bytes | None]) -> bool:
-        row = dict(zip(self.lf.needed, vals))  # noqa: B905 (python3.7 on the box)
+        row = dict(zip(self.lf.needed, vals))  # noqa: B905
         try:
             st = row.get("status")
             if st is None or len(st) != 3 or not st.isdigit():
@@ -306,11 +327,30 @@ class Aggregator:
         return True
 
     # the columnar fold -----------------------------------------------------
+    def _key_check(self, var: str) -> Any:
+        lf = self.lf
+        conv = {"status": _check_status, "upstream_status": upstream_statuses}.get(var, time_ms)
+
+        ok = self._ok.setdefault(var, set())
+
+        def check(raw: bytes) -> None:
+            if raw in ok or raw == b"-":
+                return
+            v = lf.strip(var, raw)
+            if v is None:
+                raise BadChunk(raw)
+            conv(v)
+            if len(ok) < 100000:
+                ok.add(raw)
+
+        return check
+
     def add_columns(self, cols: dict[str, Any], n: int) -> None:
         """Fold ``n`` parsed lines; raises BadChunk (changing nothing) when a value is invalid."""
-        tv = self.lf.time_var
-        secs: list[int] | None = None
+        lf = self.lf
+        tv = lf.time_var
         outside = 0
+        tc: Counter[bytes] | None = None
         if tv:
             tcol = cols[tv]
             tz = cols.get("_tz")
@@ -320,7 +360,10 @@ class Aggregator:
                 cache.clear()
             for key in tc:
                 if key not in cache:
-                    cache[key] = epoch(tv, key, tz)
+                    v = lf.strip(tv, key)
+                    if v is None:
+                        raise BadChunk(key)
+                    cache[key] = epoch(tv, v, tz)
             lo, hi = self.since, self.until
             secs_d = [cache[k] for k in tc]
             if (lo is not None and min(secs_d) < lo) or (hi is not None and max(secs_d) >= hi):
@@ -329,7 +372,9 @@ class Aggregator:
                 mask = [lo_v <= cache[k] < hi_v for k in tcol]
                 kept = sum(mask)
                 if not kept:
-                    self._check_rest(cols, n)
+                    check = self._key_check("status")
+                    for code in set(cols["status"]):
+                        check(code)
                     self.out_of_window += n
                     return
                 outside = n - kept
@@ -338,85 +383,68 @@ class Aggregator:
                 n = kept
                 tcol = cols[tv]
                 tc = Counter(tcol)
-            secs = list(map(cache.__getitem__, tcol))
-            per_key = tc
-        status = Counter(cols["status"])
-        for code in status:
-            if len(code) != 3 or not code.isdigit():
-                raise BadChunk(code)
-        rt = self._times(cols.get("request_time"))
-        ut = self._times(cols.get("upstream_response_time"))
-        us: list[tuple[int, int, int]] = []
-        if "upstream_status" in cols:
-            for v, c in Counter(cols["upstream_status"]).items():
-                attempts, errors = upstream_statuses(v)
-                us.append((attempts, errors, c))
-        bcol = cols.get("bytes_sent") or cols.get("body_bytes_sent")
+        bname = "bytes_sent" if "bytes_sent" in cols else "body_bytes_sent"
+        bcol = cols.get(bname)
         ints: list[int] = []
         if bcol is not None:
-            joined = b"".join(bcol)
-            if (joined and not joined.isdigit()) or b"" in bcol:
+            joined = b"\n".join(bcol)
+            pre, suf = lf.affix.get(bname, (b"", b""))
+            if pre:
+                if not joined.startswith(pre) or joined.count(b"\n" + pre) != n - 1:
+                    raise BadChunk(b"bytes")
+                joined = joined[len(pre):].replace(b"\n" + pre, b"\n")
+            if suf:
+                if not joined.endswith(suf) or joined.count(suf + b"\n") != n - 1:
+                    raise BadChunk(b"bytes")
+                joined = joined[:-len(suf)].replace(suf + b"\n", b"\n")
+            if not joined.replace(b"\n", b"").isdigit() or b"\n\n" in joined or \
+                    joined[:1] == b"\n" or joined[-1:] == b"\n":
                 raise BadChunk(b"bytes")
-            ints = list(map(int, bcol))
-        nt: Counter[tuple[bytes, bytes]] | None = None
-        if "request_time" in cols and "upstream_response_time" in cols:
-            nt = Counter(zip(cols["request_time"], cols["upstream_response_time"]))  # noqa: B905
-        # -- nothing above changed state; commit -----------------------------
+            ints = list(map(int, joined.split(b"\n")))
+        rids = self._rids(cols, n)
+        rt = cols.get("request_time")
+        ut = cols.get("upstream_response_time")
+        us = cols.get("upstream_status")
+        dash = repeat(b"-")
+        # raw counters: update, then check only the keys new to each; undo on a bad one
+        plan: list[tuple[Counter[Any], Any, list[tuple[int, Any]]]] = [
+            (self.c_rs, (rids, cols["status"]), [(1, self._key_check("status"))])]
+        if rt is not None:
+            plan.append((self.c_rr, (rids, rt), [(1, self._key_check("request_time"))]))
+        if ut is not None or us is not None:
+            plan.append((self.c_up, (rt or dash, ut or dash, us or dash), [
+                (1, self._key_check("upstream_response_time")),
+                (2, self._key_check("upstream_status"))]))
+        done: list[tuple[Counter[Any], Any]] = []
+        try:
+            for counter, columns, checks in plan:
+                before = len(counter)
+                counter.update(zip(*columns))  # noqa: B905
+                done.append((counter, columns))
+                for key in islice(counter, before, None):
+                    for i, check in checks:
+                        check(key[i])
+        except BadChunk:
+            for counter, columns in done:
+                counter.subtract(zip(*columns))  # noqa: B905
+                for key in [k for k, c in counter.items() if c <= 0]:
+                    del counter[key]
+            raise
+        # -- committed from here on --------------------------------------------
         self.lines += n
         self.out_of_window += outside
-        for code, c in status.items():
-            k = code.decode()
-            self.status[k] = self.status.get(k, 0) + c
-        for ms, _attempts, c in rt:
-            self.rt.add(ms, c)
-        for ms, attempts, c in ut:
-            self.ut.add(ms, c)
-            if "upstream_status" not in cols:
-                self.retries += (attempts - 1) * c
-        for attempts, errors, c in us:
-            self.up_attempts += attempts * c
-            self.up_errors += errors * c
-            if attempts > 1:
-                self.retries += (attempts - 1) * c
-        if nt is not None:
-            tms = self._tms
-            for (a, b), c in nt.items():
-                ra, ub = tms[a], tms[b]
-                if ra is not None and ub is not None:
-                    self.nt.add(max(ra[0] - ub[0], 0), c)
         if ints:
             self.bytes_total += sum(ints)
             self.bytes_n += n
-        if secs is not None:
-            self._per_second(secs, per_key, ints)
-        self._routes(cols)
+        if tc is not None:
+            self._per_second(cols[tv], tc, ints)
+        if max(len(self.c_rr), len(self.c_up), len(self.c_rs)) > self.FLUSH_KEYS:
+            self._flush()
 
-    def _check_rest(self, cols: dict[str, Any], n: int) -> None:
-        """Validate the columns of a chunk that straddles the window edge."""
-        for code in set(cols["status"]):
-            if len(code) != 3 or not code.isdigit():
-                raise BadChunk(code)
-
-    def _times(self, col: list[bytes] | None) -> list[tuple[int, int, int]]:
-        if col is None:
-            return []
-        tms = self._tms
-        if len(tms) > 200000:
-            tms.clear()
-        out = []
-        for v, c in Counter(col).items():
-            if v not in tms:
-                tms[v] = time_ms(v)
-            got = tms[v]
-            if got is not None:
-                out.append((got[0], got[1], c))
-        return out
-
-    def _per_second(self, secs: list[int], per_key: Counter[bytes], ints: list[int]) -> None:
-        ps = self.per_sec
-        bysec: dict[int, list[int]] = {}
+    def _per_second(self, tcol: list[bytes], tc: Counter[bytes], ints: list[int]) -> None:
         cache = self._tcache
-        for key, c in per_key.items():
+        bysec: dict[int, list[int]] = {}
+        for key, c in tc.items():
             s = cache[key]
             slot = bysec.get(s)
             if slot is None:
@@ -424,16 +452,18 @@ class Aggregator:
             else:
                 slot[0] += c
         if ints:
-            if secs == sorted(secs):
+            if len(tc) == 1:
+                bysec[cache[tcol[0]]][1] = sum(ints)
+            elif len(bysec) == len(tc) and tcol == sorted(tcol):
                 acc = [0, *accumulate(ints)]
                 pos = 0
-                for s in sorted(bysec):
-                    c = bysec[s][0]
-                    bysec[s][1] = acc[pos + c] - acc[pos]
+                for key, c in tc.items():  # sorted input: each key one run, in order
+                    bysec[cache[key]][1] += acc[pos + c] - acc[pos]
                     pos += c
             else:
-                for (s, b), c in Counter(zip(secs, ints)).items():  # noqa: B905
-                    bysec[s][1] += b * c
+                for (key, b), c in Counter(zip(tcol, ints)).items():  # noqa: B905
+                    bysec[cache[key]][1] += b * c
+        ps = self.per_sec
         for s, (c, b) in bysec.items():
             slot = ps.get(s)
             if slot is None:
@@ -454,50 +484,92 @@ class Aggregator:
             self.peak_qps = max(self.peak_qps, c)
             self.peak_bytes = max(self.peak_bytes, b)
 
-    def _routes(self, cols: dict[str, Any]) -> None:
+    def _rids(self, cols: dict[str, Any], n: int) -> list[str]:
+        """The route of every line (ids folded, query cut), via a cache of distinct requests."""
+        lf = self.lf
         if "request" in cols:
             keys: Any = cols["request"]
         elif "request_uri" in cols or "uri" in cols:
             uri = cols.get("request_uri") or cols["uri"]
             keys = list(zip(cols["request_method"], uri)) if "request_method" in cols else uri  # noqa: B905
         else:
-            return
+            return [""] * n
         rc = self._rcache
         if len(rc) > 50000:
             rc.clear()
+        plain = "request" in cols
+        uvar = "request_uri" if "request_uri" in cols else "uri"
         for k in set(keys):
             if k not in rc:
                 if isinstance(k, tuple):
-                    rc[k] = route_of(k[1], k[0])
+                    m, u = lf.strip("request_method", k[0]), lf.strip(uvar, k[1])
+                    if m is None or u is None:
+                        raise BadChunk(k[1])
+                    name = route_of(u, m)
+                elif plain:
+                    name = route_of(lf.strip("request", k) or b"")
                 else:
-                    rc[k] = route_of(k, None if "request" in cols else b"")
-        rids = list(map(rc.__getitem__, keys))
-        routes = self.routes
-        tms = self._tms
-        rt_col = cols.get("request_time")
-        cols_z = (rids, cols["status"], rt_col) if rt_col is not None else (rids, cols["status"])
-        for key, c in Counter(zip(*cols_z)).items():  # noqa: B905 (python3.7 on the box)
-            name = key[0]
-            r = routes.get(name)
-            if r is None:
-                if len(routes) >= MAX_ROUTES:
+                    u = lf.strip(uvar, k)
+                    if u is None:
+                        raise BadChunk(k)
+                    name = route_of(u, b"")
+                if name not in self.routes and len(self.routes) >= MAX_ROUTES:
                     name = "(other)"
-                    r = routes.get(name)
-                if r is None:
-                    r = routes[name] = _Route()
-            r.n += c
-            first = key[1][:1]
-            if first == b"5":
-                r.c5 += c
-            elif first == b"4":
-                r.c4 += c
-            if rt_col is not None:
-                got = tms[key[2]]
-                if got is not None:
-                    r.hist.add(got[0], c)
+                if name not in self.routes:
+                    self.routes[name] = _Route()
+                rc[k] = name
+        return list(map(rc.__getitem__, keys))
+
+    def _flush(self) -> None:
+        """Fold the raw counters into histograms and totals, and empty them."""
+        lf = self.lf
+        tms = self._tms
+        if len(tms) > 200000:
+            tms.clear()
+
+        def ms(var: str, raw: bytes) -> tuple[int, int] | None:
+            got = tms.get(raw, False)
+            if got is False:
+                got = tms[raw] = time_ms(lf.strip(var, raw) or b"-")
+            return got  # type: ignore[return-value]
+
+        for (name, raw), c in self.c_rs.items():
+            code = lf.strip("status", raw) or b"???"
+            self.status[code] += c
+            if name:
+                r = self.routes[name]
+                r.n += c
+                if code[:1] == b"5":
+                    r.c5 += c
+                elif code[:1] == b"4":
+                    r.c4 += c
+        for (name, raw), c in self.c_rr.items():
+            got = ms("request_time", raw)
+            if got is not None:
+                self.rt.add(got[0], c)
+                if name:
+                    self.routes[name].hist.add(got[0], c)
+        for (rraw, uraw, sraw), c in self.c_up.items():
+            up = ms("upstream_response_time", uraw)
+            if up is not None:
+                self.ut.add(up[0], c)
+                req = ms("request_time", rraw)
+                if req is not None:
+                    self.nt.add(max(req[0] - up[0], 0), c)
+            if sraw != b"-" or "upstream_status" in lf.needed:
+                attempts, errors = upstream_statuses(lf.strip("upstream_status", sraw) or b"-")
+                self.up_attempts += attempts * c
+                self.up_errors += errors * c
+                if attempts > 1:
+                    self.retries += (attempts - 1) * c
+            elif up is not None and up[1] > 1:
+                self.retries += (up[1] - 1) * c
+        for counter in (self.c_rs, self.c_rr, self.c_up):
+            counter.clear()
 
     # results ---------------------------------------------------------------
     def result(self) -> dict[str, Any]:
+        self._flush()
         self._fold(None)
         out: dict[str, Any] = {"lines": self.lines, "bad_lines": self.bad}
         if self.samples:
@@ -506,8 +578,9 @@ class Aggregator:
             out["lines_outside_window"] = self.out_of_window
         by_code: dict[str, int] = {}
         by_class: dict[str, int] = {}
-        for code in sorted(self.status):
-            c = self.status[code]
+        for raw in sorted(self.status):
+            code = raw.decode()
+            c = self.status[raw]
             by_class[code[0] + "xx"] = by_class.get(code[0] + "xx", 0) + c
             by_code[code] = c
         out["status_counts"] = {"by_code": by_code, "by_class": by_class}

@@ -28,8 +28,8 @@ COMBINED = (
 TIME_VARS = ("msec", "time_iso8601", "time_local")
 NEEDED = (
     "status", "request_time", "upstream_response_time", "upstream_connect_time",
-    "upstream_header_time", "upstream_status", "bytes_sent", "body_bytes_sent",
-    "request_length", "request", "request_uri", "uri", "request_method", *TIME_VARS,
+    "upstream_header_time", "upstream_status", "bytes_sent", "body_bytes_sent", "request",
+    "request_uri", "uri", "request_method", *TIME_VARS,
 )
 # Spaces inside a value when it sits outside quotes (None: any number, not tokenizable).
 _FIXED_SPACES = {"time_local": 1}
@@ -88,8 +88,14 @@ class LogFormat:
                 self.slots.append(len(self.needed) - 1)
             else:
                 self.slots.append(-1)
+        # Retry lists ("0.000, 0.079") only come from $upstream_* variables.
+        self.fold = any(v.startswith("upstream_") for v in names)
         self.time_var = next((t for t in TIME_VARS if t in self.needed), "")
+        # pre/suf literals glued to a needed value's token (parse_chunk keeps them on)
+        self.affix: dict[str, tuple[bytes, bytes]] = {}
         self.plan = self._plan()
+        if self.plan is None:
+            self.affix = {}
 
     @property
     def fast(self) -> bool:
@@ -110,7 +116,7 @@ class LogFormat:
 
     def parse_line(self, line: bytes) -> list[bytes | None] | None:
         """The needed values of one line (None where absent), or None when it does not fit."""
-        return self.parse_folded(line.replace(b", ", b","))
+        return self.parse_folded(line.replace(b", ", b",") if self.fold else line)
 
     def parse_folded(self, line: bytes) -> list[bytes | None] | None:
         """``parse_line`` for a line whose retry lists are already folded."""
@@ -174,6 +180,11 @@ class LogFormat:
                     tokens.append((tok.encode("utf-8", "surrogateescape"), -1, "", b""))
                     continue
                 m = found[0]
+                slot = self.slots[int(m.group(1))]
+                if slot >= 0 and m.group(2) != "b":
+                    self.affix.setdefault(self.needed[slot], (
+                        tok[:m.start()].encode("utf-8", "surrogateescape"),
+                        tok[m.end():].encode("utf-8", "surrogateescape")))
                 tokens.append((tok[:m.start()].encode("utf-8", "surrogateescape"),
                                int(m.group(1)), m.group(2),
                                tok[m.end():].encode("utf-8", "surrogateescape")))
@@ -183,15 +194,16 @@ class LogFormat:
     def parse_chunk(self, chunk: bytes, n: int) -> dict[str, Any] | None:
         """Columns of the needed values for ``n`` lines joined by newlines, or None.
 
-        ``chunk`` has no trailing newline and already has ``", "`` folded to ``","``.
+        ``chunk`` has no trailing newline and already has ``", "`` folded to ``","``
+        (when ``fold``). Values come as raw tokens, literals glued on: see ``strip``.
         """
         if self.plan is None or SENT in chunk:
             return None
         q, plan = self.plan
         if q:
-            if chunk.count(b'"') != q * n:
-                return None
             parts = chunk.split(b'"')
+            if len(parts) != q * n + 1:
+                return None
             seg0 = b"".join(parts[0::q])
             if seg0.count(b"\n") != n - 1:
                 return None
@@ -235,22 +247,31 @@ class LogFormat:
                     return False
                 cols["_tz"] = zone[len(pre):len(zone) - len(suf)]
                 continue
+            if slot >= 0:  # kept raw: the consumer strips (and checks) pre/suf per distinct
+                cols[var] = col
+                continue
             if not pre and not suf:
-                if slot >= 0:
-                    cols[var] = col
                 continue
             joined = b"\n".join(col)
-            if pre:
-                if not joined.startswith(pre) or joined.count(b"\n" + pre) != n - 1:
-                    return False
-                joined = joined[len(pre):].replace(b"\n" + pre, b"\n")
-            if suf:
-                if not joined.endswith(suf) or joined.count(suf + b"\n") != n - 1:
-                    return False
-                joined = joined[:-len(suf)].replace(suf + b"\n", b"\n")
-            if slot >= 0:
-                cols[var] = joined.split(b"\n")
+            if pre and (not joined.startswith(pre) or joined.count(b"\n" + pre) != n - 1):
+                return False
+            if suf and (not joined.endswith(suf) or joined.count(suf + b"\n") != n - 1):
+                return False
         return True
+
+    def strip(self, var: str, raw: bytes) -> bytes | None:
+        """A value from ``parse_chunk``'s raw token (None when its literals are not there)."""
+        pre, suf = self.affix.get(var, (b"", b""))
+        if not pre and not suf:
+            return raw
+        if len(raw) < len(pre) + len(suf) or not raw.startswith(pre) or not raw.endswith(suf):
+            return None
+        return raw[len(pre):len(raw) - len(suf)]
+
+    def unstrip(self, var: str, value: bytes) -> bytes:
+        """The raw token ``parse_chunk`` would give for a value from ``parse_line``."""
+        pre, suf = self.affix.get(var, (b"", b""))
+        return pre + value + suf
 
 
 def compile_format(fmt: str, escape: str = "default", name: str = "") -> LogFormat:
