@@ -6,7 +6,7 @@ ProbeSlot runs its probe in Textual workers (``inferfit.runner.run_probe``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -16,6 +16,7 @@ from inferfit.tui.messages import Connected, ConnectionFailed, ProbeCrashed, Pro
 from inferfit.tui.screens.confirm import ConfirmScreen
 from inferfit.tui.screens.export import ExportScreen
 from inferfit.tui.screens.help import HelpScreen
+from inferfit.tui.sizing import ConsoleSizing
 from inferfit.tui.slot import ProbeSlot
 from inferfit.tui.target_view import TargetSpec, TargetView
 from rich.text import Text
@@ -26,7 +27,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, TabbedContent, TabPane
 
 from inferfit.config import Config
-from inferfit.findings import Findings, FindingsError
+from inferfit.findings import FindingsError
 
 # (keys shown in help, action, description) — the one list for footer, help and palette.
 KEYS: tuple[tuple[str, str, str], ...] = (
@@ -43,10 +44,6 @@ KEYS: tuple[tuple[str, str, str], ...] = (
     ("ctrl+p", "", "command palette: every action by name"),
     ("q", "request_quit", "quit (asks first while probes run or batch is paused)"),
 )
-
-# Extra sizing: called with a target's findings after its probes finish.
-Recommender = Callable[[Findings], Mapping[str, Any] | None]
-
 
 class FilterInput(Input):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "clear", "clear filter")]
@@ -82,7 +79,7 @@ class InferfitApp(App[int]):
         config: Config,
         *,
         batch_control: BatchControl | None = None,
-        recommend: Recommender | None = None,
+        sizing: ConsoleSizing | None = None,
         tick_s: float = 1.0,
     ) -> None:
         super().__init__()
@@ -91,7 +88,7 @@ class InferfitApp(App[int]):
         self.specs = list(targets)
         self.config = config
         self.batch_control: BatchControl = batch_control or NoBatchControl()
-        self.recommend = recommend
+        self.sizing = sizing
         self.tick_s = tick_s
         self.read_only = not any(s.live for s in self.specs)
         self.last_export: Path | None = None
@@ -107,7 +104,7 @@ class InferfitApp(App[int]):
             for i, spec in enumerate(self.specs):
                 with TabPane(spec.name, id=f"target-{i}"):
                     yield TargetView(spec, self.config, batch=self.batch_control,
-                                     view_id=f"view-{i}")
+                                     sizing=self.sizing, view_id=f"view-{i}")
         yield FilterInput(id="filter", placeholder="filter panels by name — enter keeps, "
                           "escape clears")
         yield Footer()
@@ -191,10 +188,14 @@ class InferfitApp(App[int]):
     def on_probe_finished(self, message: ProbeFinished) -> None:
         self._fill_overview()
         view = self._view_named(message.target)
-        if view is not None and self.recommend is not None and not view.busy:
-            table = self.recommend(view.findings)
+        if view is not None and self.sizing is not None and not view.busy:
+            try:
+                table = self.sizing.recommend(view.spec.name, view.findings)
+            except Exception as exc:  # a sizing plugin bug must not kill the console
+                self.notify(f"sizing failed: {type(exc).__name__}: {exc}", severity="error")
+                return
             if table:
-                view.set_sizing(dict(table))
+                view.set_sizing(table)
 
     def on_probe_crashed(self, message: ProbeCrashed) -> None:
         self._fill_overview()

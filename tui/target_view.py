@@ -17,6 +17,7 @@ from inferfit.tui.messages import (
 )
 from inferfit.tui.panels.generic_panel import GenericPanel
 from inferfit.tui.panels.recommendation_panel import RecommendationPanel, sizing_result
+from inferfit.tui.sizing import ConsoleSizing
 from inferfit.tui.slot import ProbeSlot
 from rich.text import Text
 from textual import work
@@ -68,6 +69,7 @@ class TargetView(Vertical):
         config: Config,
         *,
         batch: BatchControl | None = None,
+        sizing: ConsoleSizing | None = None,
         view_id: str | None = None,
     ) -> None:
         super().__init__(id=view_id, classes="target-view")
@@ -75,6 +77,7 @@ class TargetView(Vertical):
         self.config = config
         self.batch_control: BatchControl = batch or NoBatchControl()
         self.batch_view = BatchView("…")
+        self.sizing = sizing
         host = spec.host
         if spec.findings is not None:
             self.findings = spec.findings
@@ -121,7 +124,13 @@ class TargetView(Vertical):
             )
             self.slots.append(slot)
         rec_cls = spec.panels.get("sizing", RecommendationPanel)
-        self.sizing_slot = ProbeSlot("sizing", "Recommendation", rec_cls(), target=spec.name,
+        rec_panel = rec_cls()
+        if isinstance(rec_panel, RecommendationPanel):
+            rec_panel.hint = (
+                "waiting for the probes to finish" if self.sizing is not None
+                else "no workload: start with --workload FILE to size this box" if spec.live
+                else "no [sizing] in this file: `inferfit size --workload FILE` adds it")
+        self.sizing_slot = ProbeSlot("sizing", "Recommendation", rec_panel, target=spec.name,
                                      recorded=recorded)
         return [*self.slots, self.sizing_slot]
 
@@ -131,6 +140,11 @@ class TargetView(Vertical):
             if result is not None:
                 slot.set_result(result, live=False)
         self._show_sizing()
+        if self.sizing_slot is not None and self.sizing_slot.result is None and (
+            self.sizing is None
+        ):
+            self.sizing_slot.state = "skipped"
+            self.sizing_slot.tick()
         self._note_system(self.findings.probes.get("system"))
         if self.live:
             self.connect()
@@ -203,6 +217,8 @@ class TargetView(Vertical):
             self.post_message(ConnectionFailed(self.spec.name, exc.message, exc.fix))
             return
         self.post_message(Connected(self.spec.name, latency))
+        if self.sizing is not None and host is not None:
+            await self.sizing.on_host(self.spec.name, host)
 
     async def measure_latency(self) -> None:
         if self.conn_state == "connected":

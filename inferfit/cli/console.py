@@ -34,6 +34,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="[user@]host[:port] or ssh-config alias; several open one tab each")
     p.add_argument("--probe", action="append", metavar="NAME",
                    help="show only this probe (repeatable); default: check.probes or all")
+    p.add_argument("--workload", metavar="FILE",
+                   help="size the box for this workload profile (configs/workloads/): fills "
+                        "the recommendation panel and [sizing] in exports")
     add_config_option(p)
     add_ssh_options(p)
     p.set_defaults(func=run)
@@ -53,7 +56,17 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args)
     except ConfigError as exc:
         return config_error(exc)
-    _, registry = console_registry()
+    pm, registry = console_registry()
+    sizing = None
+    if args.workload:
+        from inferfit.tui.sizing import ConsoleSizing
+        from inferfit.workload import WorkloadError, load_workload
+
+        try:
+            sizing = ConsoleSizing(pm, load_workload(args.workload))
+        except WorkloadError as exc:
+            print(f"inferfit: {exc}", file=sys.stderr)
+            return EXIT_UNKNOWN
     try:
         probes = select_probes(registry.probes, args.probe, config)
     except UnknownProbeError as exc:
@@ -72,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_UNKNOWN
         specs.append(TargetSpec(name=host.name, host=host, probes=probes,
                                 panels=dict(registry.panels)))
-    app = InferfitApp(specs, config, batch_control=make_batch_control(config, registry))
+    app = InferfitApp(specs, config, batch_control=make_batch_control(config, registry),
+                      sizing=sizing)
     code = app.run()
     return EXIT_OK if code is None else int(code)

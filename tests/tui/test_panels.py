@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual.widgets import ProgressBar, Sparkline, Static
-
-from inferfit.api import Progress, Sample
-from inferfit.findings import Findings, ProbeResult
 from inferfit.tui.fmt import DASH, ago, duration, export_name, fnum, fvalue, spark, unit_for
 from inferfit.tui.panels.gpu_panel import GpuPanel, aggregate
 from inferfit.tui.panels.latency_panel import LatencyPanel, sample_points
 from inferfit.tui.panels.nginx_panel import count_5xx, status_counts
+from textual.widgets import ProgressBar, Sparkline, Static
+
+from inferfit.api import Progress, Sample
+from inferfit.findings import Findings, ProbeResult
 
 SIZE = (100, 60)
 
@@ -27,17 +27,24 @@ def text_of(widget: Any) -> str:
 
 
 def test_formatting_helpers() -> None:
-    assert fnum(None) == DASH and fnum("n/a") == DASH and fnum(True) == DASH
+    assert fnum(None) == DASH
+    assert fnum("n/a") == DASH
+    assert fnum(True) == DASH
     assert fnum(2453.9, 0, "MiB/s") == "2,454 MiB/s"
     assert fnum(86480) == "86,480"
     assert fvalue("rtt_ms_p95", 5.94) == "5.94 ms"
     assert fvalue("seq_read_mib_s", 2453.9) == "2,454 MiB/s"
     assert fvalue("direct_io", True) == "yes"
     assert fvalue("regions", [{"a": 1}, {"a": 2}]) == "2 entries"
-    assert unit_for("request_time_ms_p99") == "ms" and unit_for("power_draw_w") == "W"
-    assert ago(3.4) == "3s" and ago(125) == "2m 5s" and ago(3700) == "1h 1m"
-    assert duration(3 * 86400 + 4 * 3600 + 59) == "3d 4h" and duration(None) == DASH
-    assert spark([]) == "" and spark([1, 1, 1]) == "▄▄▄"
+    assert unit_for("request_time_ms_p99") == "ms"
+    assert unit_for("power_draw_w") == "W"
+    assert ago(3.4) == "3s"
+    assert ago(125) == "2m 5s"
+    assert ago(3700) == "1h 1m"
+    assert duration(3 * 86400 + 4 * 3600 + 59) == "3d 4h"
+    assert duration(None) == DASH
+    assert spark([]) == ""
+    assert spark([1, 1, 1]) == "▄▄▄"
     assert spark([0, 50, 100]) == "▁▅█"
     assert export_name("gpu a100/../x") .startswith("findings-gpu_a100_.._x-")
     assert export_name("box").endswith(".toml")
@@ -56,9 +63,11 @@ def test_live_sample_shapes_are_read_defensively() -> None:
     assert sample_points({"nothing": 1}) == []
     nested = {"status_counts": {"by_code": {"200": 5, "502": 2, "504": 1},
                                 "by_class": {"2xx": 5, "5xx": 3}}}
-    assert status_counts(nested)["502"] == 2 and count_5xx(nested) == 3
+    assert status_counts(nested)["502"] == 2
+    assert count_5xx(nested) == 3
     assert count_5xx({"status_counts": {"500": 1, "503": 2, "200": 9}}) == 3
-    assert count_5xx({"status_5xx": 4}) == 4 and count_5xx({}) is None
+    assert count_5xx({"status_5xx": 4}) == 4
+    assert count_5xx({}) is None
 
 
 async def test_replayed_panels_show_the_recorded_figures(kit: Any) -> None:
@@ -67,18 +76,30 @@ async def test_replayed_panels_show_the_recorded_figures(kit: Any) -> None:
         await pilot.pause()
         slots = {s.probe_name: s for s in app.current_view().visible_slots()}
         system = text_of(slots["system"].panel)
-        assert "Debian GNU/Linux 12 (bookworm)" in system and "2 cores" in system
+        assert "Debian GNU/Linux 12 (bookworm)" in system
+        assert "2 cores" in system
         gpu = text_of(slots["gpu"].panel)
-        assert "NVIDIA A100-SXM4-80GB" in gpu and "535.54.03" in gpu and "G4 x16" in gpu
-        assert "50/81,920" in gpu and "MIG" in gpu
+        assert "NVIDIA A100-SXM4-80GB" in gpu
+        assert "535.54.03" in gpu
+        assert "G4 x16" in gpu
+        assert "50/81,920" in gpu
+        assert "MIG" in gpu
         disk = text_of(slots["disk"].panel)
-        assert "2,454 MiB/s" in disk and "86,480 IOPS" in disk and "6.2 s" in disk
+        assert "2,454 MiB/s" in disk
+        assert "86,480 IOPS" in disk
+        assert "6.2 s" in disk
         latency = text_of(slots["latency"].panel)
-        assert "ap-south" in latency and "fail" in latency and "182" in latency
+        assert "ap-south" in latency
+        assert "fail" in latency
+        assert "182" in latency
         nginx = text_of(slots["nginx"].panel)
-        assert "3,519 (0 bad)" in nginx and "5xx 110" in nginx and "504 49" in nginx
+        assert "3,519 (0 bad)" in nginx
+        assert "5xx 110" in nginx
+        assert "504 49" in nginx
         rec = text_of(slots["sizing"].panel)
-        assert "REALTIME" in rec and "scale_out" in rec and "littles_law" in rec
+        assert "REALTIME" in rec
+        assert "scale_out" in rec
+        assert "littles_law" in rec
 
 
 async def test_gpu_panel_sparklines_follow_live_samples(kit: Any) -> None:
@@ -93,9 +114,9 @@ async def test_gpu_panel_sparklines_follow_live_samples(kit: Any) -> None:
         sparks = list(panel.query(Sparkline))
         assert [len(s.data or []) for s in sparks] == [len(samples)] * 3
         util = sparks[0].data or []
-        assert util[-1] == samples[-1]["devices"][0]["util_gpu_pct"]
+        assert util[-1] == samples[-1]["gpus"][0]["util_gpu_pct"]
         value = panel.query_one("#gpu-util").query(".spark-value").first()
-        assert f"{samples[-1]['devices'][0]['util_gpu_pct']} % mean" in str(value.content)
+        assert f"{samples[-1]['gpus'][0]['util_gpu_pct']} % mean" in str(value.content)
         # Per-device samples (one device per Sample) make one point per round, not per device.
         panel.show_sample(Sample("gpu", {"index": 0, "util_gpu_pct": 10.0}))
         panel.show_sample(Sample("gpu", {"index": 1, "util_gpu_pct": 30.0}))
@@ -113,7 +134,8 @@ async def test_disk_panel_progress_bar_and_live_bandwidth(kit: Any) -> None:
             panel.show_progress(Progress("disk", p["message"], p["fraction"], p["values"]))
         await pilot.pause()
         bar = panel.query_one(ProgressBar)
-        assert bar.progress == 40.0 and bar.display
+        assert bar.progress == 40.0
+        assert bar.display
         value = panel.query_one("#disk-bw").query(".spark-value").first()
         assert "2,660 MiB/s live" in str(value.content)
         panel.show_progress(Progress("disk", "done", 1.0))
@@ -134,7 +156,8 @@ async def test_latency_panel_keeps_a_sparkline_per_region(kit: Any) -> None:
         shown = text_of(panel)
         last = samples[-1]["regions"][2]["rtt_ms"]
         assert f"{last:,.0f}" in shown
-        assert "▁" in shown and "█" in shown
+        assert "▁" in shown
+        assert "█" in shown
 
 
 async def test_generic_panel_shows_a_probe_without_its_own_panel(kit: Any) -> None:
@@ -144,9 +167,10 @@ async def test_generic_panel_shows_a_probe_without_its_own_panel(kit: Any) -> No
         values={"queue_depth": 12, "drain_s": 3.25, "nodes": [{"name": "n1", "up": True}]},
         notes=["queue deeper than 10"], fix="add a worker")}
     findings.sections.pop("sizing")
-    from inferfit.config import Config
     from inferfit.tui.app import InferfitApp
     from inferfit.tui.target_view import TargetSpec
+
+    from inferfit.config import Config
 
     app = InferfitApp([TargetSpec("x", findings=findings, panels=dict(kit.registry().panels))],
                       Config.load(include_user=False, include_project=False))
@@ -158,3 +182,36 @@ async def test_generic_panel_shows_a_probe_without_its_own_panel(kit: Any) -> No
         for piece in ("warn", "a team's own probe", "queue_depth", "12", "3.25 s", "nodes",
                       "n1", "queue deeper than 10", "fix: add a worker"):
             assert piece in shown, piece
+
+
+async def test_latency_panel_takes_the_probes_own_history_window(kit: Any) -> None:
+    app = kit.replay_app(kit.A100, keep=["latency"])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        panel = app.query_one(LatencyPanel)
+        panel.show_sample(Sample("latency", {"regions": [
+            {"name": "eu-west", "rtt_ms": 5.5, "history_ms": [5.0, None, 6.0, 5.5]}]}))
+        await pilot.pause()
+        assert panel.history.get("eu-west") == [5.0, 6.0, 5.5]
+
+
+async def test_sizing_with_a_workload_fills_the_recommendation(kit: Any) -> None:
+    from inferfit.cli.console import console_registry
+    from inferfit.tui.sizing import ConsoleSizing
+    from inferfit.workload import load_workload
+
+    pm, reg = console_registry()
+    workload = load_workload(kit.FIXTURES.parent.parent.parent / "configs" / "workloads"
+                             / "realtime-chat-8b.toml")
+    system = reg.probes["system"]
+    app = kit.live_app([system], sizing=ConsoleSizing(pm, workload))
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        view = app.current_view()
+        assert view.sizing_slot is not None
+        result = view.sizing_slot.result
+        assert result is not None
+        assert result.values["mode"] in ("realtime", "batch", "mixed", "split")
+        assert view.findings.sections["sizing"]["mode"] == result.values["mode"]
+        assert "confidence" in text_of(view.sizing_slot.panel)

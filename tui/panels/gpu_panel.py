@@ -4,7 +4,8 @@ Findings keys (docs/gpu.md): box-level ``driver_version``, ``cuda_version``,
 ``gpu_count``; ``[[devices]]`` with ``index``, ``name``, ``memory_total_mib``,
 ``memory_used_mib``, ``util_gpu_pct``, ``temperature_c``, ``power_draw_w``,
 ``pcie_*``, ``mig_enabled`` and a health verdict. Live samples may carry one
-device (flat keys with ``index``) or all of them (``devices = [...]``).
+device (flat keys with ``index``) or all of them (``gpus = [...]``, as the gpu
+probe's ``watch`` yields, or ``devices = [...]``).
 Missing keys show as a dash.
 """
 
@@ -58,7 +59,7 @@ class GpuPanel(ProbePanel):
     # -- live ------------------------------------------------------------------
     def show_sample(self, sample: Sample) -> None:
         values = sample.values
-        rows = table_rows(values.get("devices"))
+        rows = table_rows(values.get("gpus", values.get("devices")))
         if rows:
             for i, row in enumerate(rows):
                 self.latest.setdefault(device_key(row, i), {}).update(row)

@@ -3,11 +3,13 @@
 Findings keys (docs/latency.md): ``[[regions]]`` with ``name``, ``method``,
 ``samples``, ``loss_pct``, ``rtt_ms_p50/p95/p99``, ``jitter_ms``,
 ``budget_ms_p95``, ``verdict``. Live samples: ``region`` + ``rtt_ms`` (one
-region), or ``regions`` as a table name -> ms or an array of tables.
+region), or ``regions`` as a table name -> ms or an array of tables (the latency
+probe's ``watch``: ``name``, ``rtt_ms``, ``history_ms``, rolling ``rtt_ms_p50/p95``).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,10 +62,18 @@ class LatencyPanel(ProbePanel):
         yield Static(classes="notes")
 
     def show_sample(self, sample: Sample) -> None:
+        histories = {str(pick(r, "name", "region")): r["history_ms"]
+                     for r in table_rows(sample.values.get("regions"))
+                     if isinstance(r.get("history_ms"), list)}
         for name, rtt in sample_points(sample.values):
             if name not in self.live_names:
                 self.live_names.append(name)
-            self.history.add(name, rtt)
+            if name in histories:  # the probe keeps the window itself: take it whole
+                self.history.series[name] = deque(
+                    (v for v in (num(x) for x in histories[name]) if v is not None),
+                    maxlen=self.history.size)
+            else:
+                self.history.add(name, rtt)
         self.refresh_view()
 
     def refresh_view(self) -> None:

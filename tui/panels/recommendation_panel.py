@@ -36,13 +36,14 @@ def sizing_result(table: Mapping[str, Any]) -> ProbeResult:
 class RecommendationPanel(ProbePanel):
     probe_name = "sizing"
     title = "Recommendation"
+    hint = "no recommendation yet"
 
     def compose(self) -> ComposeResult:
         yield Static(classes="body")
 
     def refresh_view(self) -> None:
         if self.ready:
-            self.query_one(".body", Static).update(render_sizing(self.result))
+            self.query_one(".body", Static).update(render_sizing(self.result, self.hint))
 
 
 def _fmt_figure(key: str, value: Any) -> str:
@@ -56,10 +57,9 @@ def _fmt_figure(key: str, value: Any) -> str:
     return fvalue(key, value)
 
 
-def render_sizing(result: ProbeResult | None) -> Group | Text:
+def render_sizing(result: ProbeResult | None, hint: str = "") -> Group | Text:
     if result is None:
-        return Text("no recommendation yet: run with --workload FILE, or `inferfit size`",
-                    style="dim")
+        return Text(hint or "no recommendation yet", style="dim")
     v = result.values
     head = Text()
     mode = str(v.get("mode") or DASH)
