@@ -117,13 +117,15 @@ def test_console_against_real_sshd_fills_panels_exports_and_quits(
     # System panel first (panel 1), with values from the box.
     screen = tmux.wait_for(lambda s: "System" in s and "cores" in s and "GiB RAM" in s, 60,
                            "the system panel")
-    assert "● connected" in screen and "box" in screen
+    assert "● connected" in screen
+    assert "box" in screen
 
     # GPU panel (2): the replayed A100, then live readings from the streamed query.
     tmux.keys("2")
     screen = tmux.wait_for(lambda s: "NVIDIA A100-SXM4-80GB" in s and "% mean" in s, 60,
                            "GPU values and a live reading")
-    assert "535.54.03" in screen and "G4 x16" in screen
+    assert "535.54.03" in screen
+    assert "G4 x16" in screen
 
     # Disk panel (3): real fio through SSH, bandwidth in MiB/s.
     tmux.keys("3")

@@ -196,8 +196,9 @@ async def test_latency_panel_takes_the_probes_own_history_window(kit: Any) -> No
 
 
 async def test_sizing_with_a_workload_fills_the_recommendation(kit: Any) -> None:
-    from inferfit.cli.console import console_registry
     from inferfit.tui.sizing import ConsoleSizing
+
+    from inferfit.cli.console import console_registry
     from inferfit.workload import load_workload
 
     pm, reg = console_registry()
