@@ -13,6 +13,8 @@ Nothing configured: skipped (nothing is written to a box by default).
 
 from __future__ import annotations
 
+import dataclasses
+import posixpath
 import secrets
 import time
 from collections.abc import AsyncGenerator, Callable
@@ -54,13 +56,12 @@ __all__ = ["SURVEY", "DiskProbe", "fio_argv", "install_hint", "parse_survey", "r
 WRAPPER = r"""
 wd=$1 f=$2 d=$3
 shift 3
-e=$(mktemp "${TMPDIR:-/tmp}/inferfit-fio.XXXXXX" 2>/dev/null) || {
-  e="${TMPDIR:-/tmp}/inferfit-fio.$$"; : >"$e"; }
+e=$(mktemp "${TMPDIR:-/tmp}/inferfit-fio.XXXXXX" 2>/dev/null) || e=
 fp=
 finish() {
   if [ -n "$fp" ]; then kill "$fp" 2>/dev/null; wait "$fp" 2>/dev/null; fp=; fi
   if [ -n "$f" ]; then rm -f -- "$f"; fi
-  rm -f -- "$e" "$e.pid"
+  if [ -n "$e" ]; then rm -f -- "$e" "$e.pid"; fi
 }
 trap 'finish; exit 143' TERM
 trap 'finish; exit 129' HUP
@@ -71,15 +72,15 @@ if command -v setsid >/dev/null 2>&1; then
 else
   (sh -c "$wd" inferfit-watchdog "$$" "$f" "$e" "$d" </dev/null >/dev/null 2>&1 &)
 fi
-"$@" 2>"$e" &
+if [ -n "$e" ]; then "$@" 2>"$e" & else "$@" 2>/dev/null & fi
 fp=$!
-echo "$fp" >"$e.pid"
+if [ -n "$e" ]; then echo "$fp" >"$e.pid"; fi
 wait "$fp"
 rc=$?
 fp=
 echo "@@inferfit-fio-exit $rc"
 echo '@@inferfit-fio-stderr'
-cat -- "$e" 2>/dev/null
+if [ -n "$e" ]; then cat -- "$e" 2>/dev/null; fi
 finish
 echo '@@inferfit-end'
 """
@@ -98,7 +99,8 @@ alive() {
   kill -0 "$1" 2>/dev/null
 }
 while alive "$w" && [ "$n" -lt "$d" ]; do sleep 1; n=$((n + 1)); done
-fp=$(cat "$e.pid" 2>/dev/null)
+fp=
+if [ -n "$e" ]; then fp=$(cat "$e.pid" 2>/dev/null); fi
 if [ -n "$fp" ] && alive "$fp" && [ "$(cat "/proc/$fp/comm" 2>/dev/null)" = fio ]; then
   kill "$fp" 2>/dev/null
   m=0
@@ -106,8 +108,9 @@ if [ -n "$fp" ] && alive "$fp" && [ "$(cat "/proc/$fp/comm" 2>/dev/null)" = fio 
   alive "$fp" && kill -9 "$fp" 2>/dev/null
 fi
 if [ -n "$f" ]; then rm -f -- "$f"; fi
-rm -f -- "$e" "$e.pid"
+if [ -n "$e" ]; then rm -f -- "$e" "$e.pid"; fi
 """
+
 
 def fio_argv(plan: Plan, opts: DiskOptions, *, direct: bool, engine: str) -> list[str]:
     """fio's argv (global options, then one stonewalled job per test)."""
@@ -146,7 +149,8 @@ def job_values(report: FioReport, jobs: tuple[str, ...]) -> dict[str, Any]:
         if d.io_bytes == 0:
             continue
         out[f"{name}_mib_s"] = round(d.mib_s, 1)
-        out[f"{name}_gb_s"] = round(d.bw_bytes_s / 1e9, 3)
+        if name.startswith("seq"):
+            out[f"{name}_gb_s"] = round(d.bw_bytes_s / 1e9, 3)
         out[f"{name}_iops"] = round(d.iops)
         if d.clat.mean_us is not None:
             out[f"{name}_clat_mean_us"] = round(d.clat.mean_us, 1)
@@ -266,6 +270,11 @@ def live_progress(report: FioReport, prev: dict[str, tuple[int, int]], total_s: 
     return Progress(NAME, text, fraction, {key: round(mib_s, 1), "iops": round(iops)})
 
 
+def test_file_name() -> str:
+    """A fresh hidden name for the probe's test file (unique per fio run)."""
+    return f".inferfit-fio-{secrets.token_hex(6)}.tmp"
+
+
 class DiskProbe:
     name = NAME
     title = "Disk"
@@ -283,6 +292,13 @@ class DiskProbe:
             opts = read_options(ctx.options)
         except OptionError as exc:
             return result("error", exc.message, kind=exc.kind, fix=exc.fix)
+        budget = float(ctx.options.get("timeout_s", ctx.config.get("check.probe_timeout_s", 120.0)))
+        needed = opts.runtime_s * len(opts.jobs) + 15
+        if needed > budget:
+            return result(
+                "error", f"{len(opts.jobs)} fio job(s) of {opts.runtime_s:g} s do not fit in the "
+                f"probe's time limit of {budget:g} s", kind="bad_config",
+                fix=f"raise probes.disk.timeout_s to at least {needed:.0f} or lower runtime_s")
         if not opts.model_path and not opts.directory:
             return result(
                 "skipped", "no disk target configured: set probes.disk.model_path (model files, "
@@ -300,7 +316,7 @@ class DiskProbe:
             hint = install_hint(survey.os_release)
             return result("skipped", f"fio is not installed on the box; install it: {hint}",
                           kind="fio_missing", fix=hint)
-        plan = plan_target(opts, survey, f".inferfit-fio-{secrets.token_hex(6)}.tmp")
+        plan = plan_target(opts, survey, test_file_name())
         base = {"target_path": path, "filesystem": survey.fstype or None,
                 "device": survey.device or None}
         if isinstance(plan, OptionError):
@@ -315,6 +331,9 @@ class DiskProbe:
         if outcome.failure and outcome.failure.kind == "odirect_refused":
             direct = False
             ctx.progress(Progress(NAME, "O_DIRECT refused; rerunning buffered", 0.0))
+            if plan.test_file:  # a fresh name: the first run's watchdog removes the old one
+                fresh = posixpath.join(plan.target_path, test_file_name())
+                plan = dataclasses.replace(plan, test_file=fresh, files=(fresh,))
             outcome = await self._run(host, ctx, plan, opts, direct, engine)
             if isinstance(outcome, ProbeResult):
                 return outcome

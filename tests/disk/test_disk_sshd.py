@@ -1,0 +1,311 @@
+"""The disk probe end to end: the real CLI, the real sshd, the real fio on this machine."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inferfit.probes.disk import DiskProbe
+
+from inferfit.api import ProbeContext
+from inferfit.config import Config
+from inferfit.hosts import SSHHost, SSHOptions
+
+MIB = 1 << 20
+
+
+def findings(path: Path) -> dict[str, Any]:
+    return tomllib.loads(path.read_text())["probes"]["disk"]  # type: ignore[no-any-return]
+
+
+def test_measures_a_temp_dir_over_ssh_and_leaves_nothing(sshd, inferfit_cli, tmp_path, dh):
+    target = tmp_path / "target"
+    target.mkdir()
+    cfg = dh.write_config(tmp_path / "c.toml", directory=str(target))
+    out = tmp_path / "f.toml"
+    r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
+                     *sshd.cli())
+    assert r.returncode == 0, r.stderr
+    d = findings(out)
+    assert d["status"] == "ok"
+    assert d["target_path"] == str(target)
+    assert d["target_kind"] == "test_file"
+    assert d["direct_io"] is True
+    assert d["filesystem"]
+    assert d["device"]
+    assert d["runtime_s"] == 1.0
+    assert d["test_file_bytes"] == 16 * MIB
+    assert d["seq_read_mib_s"] > 0
+    assert d["seq_read_gb_s"] == pytest.approx(d["seq_read_mib_s"] * MIB / 1e9, rel=0.01)
+    assert d["rand_read_iops"] > 0
+    for p in ("p50", "p95", "p99", "p99_9"):
+        assert d[f"rand_read_clat_{p}_us"] > 0
+    assert d["rand_read_clat_p50_us"] <= d["rand_read_clat_p99_us"]
+    assert "seq read" in d["summary"]
+    assert "IOPS" in d["summary"]
+    # live progress reached the CLI's stderr with a fraction and a live figure
+    assert "MiB/s" in r.stderr
+    assert "%" in r.stderr
+    # the test file is gone and no fio is left behind
+    assert list(target.iterdir()) == []
+    assert dh.fio_processes_on(target) == []
+
+
+def test_model_files_are_read_read_only(sshd, inferfit_cli, tmp_path, dh):
+    model = tmp_path / "model"
+    model.mkdir()
+    sizes = {"model-00001-of-00002.safetensors": 3 * MIB + 123,
+             "model-00002-of-00002.safetensors": 2 * MIB}
+    for name, size in sizes.items():
+        (model / name).write_bytes(os.urandom(size))
+    (model / "config.json").write_text('{"hidden_size": 64}')
+    before = {p.name: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+              for p in model.iterdir()}
+    cfg = dh.write_config(tmp_path / "c.toml", model_path=str(model), model_load_warn_s=600.0)
+    out = tmp_path / "f.toml"
+    r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
+                     *sshd.cli())
+    assert r.returncode == 0, r.stderr
+    d = findings(out)
+    assert d["target_kind"] == "model"
+    assert d["model_files"] == 2
+    assert d["model_bytes"] == sum(sizes.values())
+    expected = d["model_bytes"] / (d["seq_read_mib_s"] * MIB)
+    assert d["model_load_s"] == pytest.approx(expected, rel=0.05, abs=0.01)
+    assert any("lower bound" in n for n in d["notes"])
+    after = {p.name: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+             for p in model.iterdir()}
+    assert after == before  # nothing written, nothing added
+
+
+def test_nothing_configured_is_skipped_with_the_keys_to_set(sshd, inferfit_cli, tmp_path):
+    out = tmp_path / "f.toml"
+    r = inferfit_cli("check", "--probe", "disk", "--export", str(out), *sshd.cli())
+    assert r.returncode == 0, r.stderr
+    d = findings(out)
+    assert d["status"] == "skipped"
+    assert "probes.disk.directory" in d["summary"]
+    assert "probes.disk.model_path" in d["summary"]
+
+
+def test_cancel_removes_the_test_file(sshd, cli_process, tmp_path, dh):
+    target = tmp_path / "target"
+    target.mkdir()
+    cfg = dh.write_config(tmp_path / "c.toml", directory=str(target), runtime_s=60.0)
+    proc = cli_process("check", "--probe", "disk", "--config", str(cfg), *sshd.cli())
+    assert dh.wait_for(lambda: bool(dh.leftover_files(target)), 60), "fio never started"
+    assert dh.wait_for(lambda: bool(dh.fio_processes_on(target)), 10)
+    proc.send_signal(signal.SIGINT)  # Ctrl-C
+    proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert dh.wait_for(lambda: not dh.leftover_files(target), 15), dh.leftover_files(target)
+    assert dh.wait_for(lambda: not dh.fio_processes_on(target), 15)
+
+
+def test_cut_connection_removes_the_test_file(sshd_factory, cli_process, tmp_path, dh):
+    server = sshd_factory()
+    target = tmp_path / "target"
+    target.mkdir()
+    cfg = dh.write_config(tmp_path / "c.toml", directory=str(target), runtime_s=60.0)
+    out = tmp_path / "f.toml"
+    proc = cli_process("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
+                       *server.cli())
+    assert dh.wait_for(lambda: bool(dh.leftover_files(target)), 60), "fio never started"
+    server.kill()  # SIGKILL sshd and every process of the session: no trap runs there
+    assert dh.wait_for(lambda: not dh.leftover_files(target), 20), dh.leftover_files(target)
+    assert dh.wait_for(lambda: not dh.fio_processes_on(target), 20)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 3
+    d = findings(out)
+    assert d["status"] == "error"
+    assert d["error_kind"] == "connection_lost"
+
+
+async def test_console_style_task_cancel_removes_the_test_file(sshd, home, tmp_path, dh):
+    """The console cancels a running check by cancelling its task."""
+    target = tmp_path / "target"
+    target.mkdir()
+    host = SSHHost("box", SSHOptions(config_file=str(sshd.ssh_config)))
+    options = {"directory": str(target), "runtime_s": 60.0, "size": "16M", "timeout_s": 300.0,
+               "free_margin_gib": 0.5}
+    seen: list[str] = []
+    ctx = ProbeContext(options=options, config=Config(), progress=lambda p: seen.append(p.message))
+    task = asyncio.create_task(DiskProbe().check(host, ctx))
+    try:
+        for _ in range(600):
+            if any("MiB/s" in m for m in seen):
+                break
+            await asyncio.sleep(0.1)
+        assert dh.leftover_files(target)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        await host.close()
+    for _ in range(150):
+        if not dh.leftover_files(target) and not dh.fio_processes_on(target):
+            break
+        await asyncio.sleep(0.1)
+    assert dh.leftover_files(target) == []
+    assert dh.fio_processes_on(target) == []
+
+
+def test_refuses_a_nearly_full_filesystem(sshd, inferfit_cli, small_tmpfs, tmp_path, dh):
+    (small_tmpfs / "ballast").write_bytes(b"\0" * (56 * MIB))  # 8 MiB of 64 left
+    cfg = dh.write_config(tmp_path / "c.toml", directory=str(small_tmpfs), size="16M",
+                          free_margin_gib=0.0, free_margin_pct=0.0)
+    out = tmp_path / "f.toml"
+    r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
+                     *sshd.cli())
+    assert r.returncode == 3
+    d = findings(out)
+    assert d["error_kind"] == "insufficient_free_space"
+    assert "refusing to create a 16 MiB test file" in d["summary"]
+    assert d["filesystem"] == "tmpfs"
+    assert d["fix"]
+    assert sorted(p.name for p in small_tmpfs.iterdir()) == ["ballast"]
+
+
+def test_refuses_when_the_margin_exceeds_free_space(sshd, inferfit_cli, tmp_path, dh):
+    target = tmp_path / "target"
+    target.mkdir()
+    cfg = dh.write_config(tmp_path / "c.toml", directory=str(target), free_margin_gib=1e6)
+    out = tmp_path / "f.toml"
+    r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
+                     *sshd.cli())
+    assert r.returncode == 3
+    assert findings(out)["error_kind"] == "insufficient_free_space"
+    assert list(target.iterdir()) == []
+
+
+@pytest.mark.parametrize("key", ["model_path", "directory"])
+def test_refuses_a_block_device(sshd, inferfit_cli, tmp_path, dh, key):
+    node = tmp_path / "disk0"
+    os.mknod(node, stat.S_IFBLK | 0o600, os.makedev(7, 200))  # a loop device number, unused
+    link = tmp_path / "weights"
+    link.symlink_to(node)
+    for path in (str(node), str(link)):
+        cfg = dh.write_config(tmp_path / "c.toml", **{key: path})
+        out = tmp_path / "f.toml"
+        r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
+                         *sshd.cli())
+        assert r.returncode == 3, r.stderr
+        d = findings(out)
+        assert d["error_kind"] == "refused_device"
+        assert "block device" in d["summary"]
+    # /dev paths are refused before anything runs on the box
+    cfg = dh.write_config(tmp_path / "c.toml", **{key: "/dev/vda"})
+    r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
+                     *sshd.cli())
+    assert r.returncode == 3
+    assert findings(out)["error_kind"] == "refused_device"
+
+
+def test_write_test_needs_the_opt_in(sshd, inferfit_cli, tmp_path, dh):
+    target = tmp_path / "target"
+    target.mkdir()
+    cfg = dh.write_config(tmp_path / "c.toml", directory=str(target),
+                          jobs=["seq_read", "seq_write"])
+    out = tmp_path / "f.toml"
+    r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
+                     *sshd.cli())
+    assert r.returncode == 3
+    d = findings(out)
+    assert d["error_kind"] == "write_not_allowed"
+    assert "allow_write" in d["fix"]
+    assert "seq_write_mib_s" not in d
+    assert list(target.iterdir()) == []
+    # with the opt-in the write test runs on the probe's own file, which is removed
+    cfg = dh.write_config(tmp_path / "c.toml", directory=str(target),
+                          jobs=["seq_read", "seq_write"], allow_write=True)
+    r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
+                     *sshd.cli())
+    assert r.returncode == 0, r.stderr
+    d = findings(out)
+    assert d["seq_write_mib_s"] > 0
+    assert d["seq_read_mib_s"] > 0
+    assert list(target.iterdir()) == []
+
+
+def test_odirect_refused_reruns_buffered_and_says_so(sshd_factory, inferfit_cli, tmp_path, dh,
+                                                     odirect_refusing_fio):
+    server = sshd_factory(path_prepend=[odirect_refusing_fio])
+    target = tmp_path / "target"
+    target.mkdir()
+    cfg = dh.write_config(tmp_path / "c.toml", directory=str(target))
+    out = tmp_path / "f.toml"
+    r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
+                     *server.cli())
+    assert r.returncode == 1, r.stderr  # warn
+    d = findings(out)
+    assert d["status"] == "warn"
+    assert d["direct_io"] is False
+    assert d["seq_read_mib_s"] > 0
+    assert any("include page cache" in n for n in d["notes"])
+    assert "O_DIRECT refused" in r.stderr
+    assert list(target.iterdir()) == []
+
+
+def test_fio_missing_is_skipped_with_the_install_command(sshd_factory, inferfit_cli, tmp_path,
+                                                         dh, path_without_fio):
+    server = sshd_factory(setenv={"PATH": path_without_fio})
+    target = tmp_path / "target"
+    target.mkdir()
+    cfg = dh.write_config(tmp_path / "c.toml", directory=str(target))
+    out = tmp_path / "f.toml"
+    r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
+                     *server.cli())
+    assert r.returncode == 0, r.stderr
+    d = findings(out)
+    assert d["status"] == "skipped"
+    assert d["error_kind"] == "fio_missing"
+    assert d["fix"] == "sudo apt-get install -y fio"  # this machine is Debian
+    assert list(target.iterdir()) == []
+
+
+def test_missing_directory_is_an_error_and_not_created(sshd, inferfit_cli, tmp_path, dh):
+    target = tmp_path / "absent" / "deeper"
+    cfg = dh.write_config(tmp_path / "c.toml", directory=str(target))
+    out = tmp_path / "f.toml"
+    r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
+                     *sshd.cli())
+    assert r.returncode == 3
+    assert findings(out)["error_kind"] == "target_missing"
+    assert not (tmp_path / "absent").exists()
+
+
+def test_figures_agree_with_a_direct_fio_run(sshd, inferfit_cli, tmp_path, dh):
+    """Same jobs through the probe and by hand: within run-to-run noise (wide: busy machine)."""
+    target = tmp_path / "target"
+    target.mkdir()
+    cfg = dh.write_config(tmp_path / "c.toml", directory=str(target), runtime_s=2.0,
+                          size="64M")
+    out = tmp_path / "f.toml"
+    r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
+                     *sshd.cli())
+    assert r.returncode == 0, r.stderr
+    d = findings(out)
+    testfile = target / "direct.bin"
+    done = subprocess.run(
+        [dh.fio, "--output-format=json", f"--filename={testfile}", f"--size={64 * MIB}",
+         "--direct=1", f"--ioengine={d['ioengine']}", "--runtime=2", "--time_based",
+         "--name=seq_read", "--rw=read", "--bs=1M", "--iodepth=16",
+         "--name=rand_read", "--stonewall", "--rw=randread", "--bs=4k", "--iodepth=16"],
+        capture_output=True, text=True, timeout=120, check=True)
+    testfile.unlink()
+    jobs = {j["jobname"]: j["read"] for j in json.loads(done.stdout)["jobs"]}
+    seq_mib = jobs["seq_read"]["bw_bytes"] / MIB
+    rand_iops = jobs["rand_read"]["iops"]
+    rand_p99 = jobs["rand_read"]["clat_ns"]["percentile"]["99.000000"] / 1000
+    assert d["seq_read_mib_s"] == pytest.approx(seq_mib, rel=0.75)
+    assert d["rand_read_iops"] == pytest.approx(rand_iops, rel=0.75)
+    assert 0.1 < d["rand_read_clat_p99_us"] / rand_p99 < 10
