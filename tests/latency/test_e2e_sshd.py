@@ -139,7 +139,9 @@ targets = ["nonexistent.invalid:443"]
     assert closed["verdict"] == "ok"
     assert closed["refused_samples"] == 5
     assert closed["samples"] == 5
-    assert abs(closed["rtt_ms_p50"] - 5) <= 2  # the reset still times the round trip
+    # The reset still times the round trip (wall clock: the kernel keeps no RTT for a
+    # refused connect, so a busy box adds its scheduling delay on top).
+    assert 5 - 1 <= closed["rtt_ms_p50"] <= 5 + 20
     assert any("refused" in n for n in lat["notes"])
     assert regions["noroute"]["verdict"] == "unreachable"
     assert regions["noroute"]["unreachable_reason"].startswith("no route")

@@ -68,7 +68,7 @@ async def test_without_python3_tcp_falls_back_to_curl(regions_lab: Any, tmp_path
     assert result.values["box_tools"] == ["curl"]
     assert near["method"] == "tcp-curl"
     assert near["samples"] == 6
-    assert abs(near["rtt_ms_p50"] - 5) <= 2
+    assert 5 - 1 <= near["rtt_ms_p50"] <= 5 + 20  # curl times in user space: load adds to it
 
 
 async def test_no_tools_is_said_in_words(regions_lab: Any, tmp_path: Path) -> None:
