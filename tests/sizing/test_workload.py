@@ -130,7 +130,7 @@ def test_parse_hf_config_variants(doc: dict[str, Any], expect: dict[str, Any]) -
 
 @pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"model_type": "bert"}'])
 def test_parse_hf_config_refuses_what_it_cannot_use(text: str) -> None:
-    with pytest.raises(WorkloadError, match="^/m/config.json: "):
+    with pytest.raises(WorkloadError, match=r"^/m/config\.json: "):
         parse_hf_config(text, "/m/config.json")
 
 
