@@ -349,7 +349,11 @@ def _column(header: str) -> str:
 
 def parse_query_csv(text: str) -> dict[str, Any]:
     """``--query-gpu=... --format=csv`` (with header, any field set) -> snapshot dict."""
-    rows = [r for r in csv.reader(io.StringIO(text.strip()), skipinitialspace=True) if r]
+    body = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "").strip()
+    try:
+        rows = [r for r in csv.reader(io.StringIO(body), skipinitialspace=True) if r]
+    except csv.Error as exc:
+        raise ParseError(f"not CSV: {exc}") from None
     if len(rows) < 2:
         raise ParseError("no CSV header and data rows")
     columns = [_column(h) for h in rows[0]]

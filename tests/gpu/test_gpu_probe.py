@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from inferfit.probes.gpu import GpuProbe, parse_kernel_log
 
 from inferfit.api import ProbeContext
@@ -185,3 +186,21 @@ def test_xml_without_gpus_is_no_devices():
     result = asyncio.run(GpuProbe().check(host, ctx(read_kernel_log=False)))
     assert result.status == "error"
     assert result.error_kind == "no_devices"
+
+
+ALL_FIXTURES = sorted(p.name for p in FIXTURES.iterdir() if p.is_file())
+
+
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_no_fixture_crashes_the_probe(name):
+    """Every capture as the answer to every nvidia-smi call (and as the kernel log):
+    check() returns a result, never raises."""
+    raw = (FIXTURES / name).read_text(encoding="utf-8")
+    for rc in (0, 1):
+        host = ScriptedHost([
+            (lambda a: a[0] == "nvidia-smi", (rc, raw, "")),
+            (lambda a: is_script(a, "dmesg"), (0, "@@source dmesg\n" + raw, "")),
+        ])
+        result = asyncio.run(GpuProbe().check(host, ctx()))
+        assert result.status in ("ok", "warn", "fail", "error", "skipped")
+        assert result.summary
