@@ -162,8 +162,10 @@ async def resolve(host: Host, options: dict[str, Any]) -> Target:
             raise Trouble(ProbeResult.error(
                 NAME, f"cannot read the nginx configuration (nginx -T): {why}",
                 kind="config_unreadable", fix=FIX_CONFIG))
-        if conf is None:
-            notes.append(f"nginx -T failed ({why}); using the configured log_path")
+        if conf is None and why == "not_installed":
+            notes.append("no nginx binary found on the box; reading the configured log_path")
+        elif conf is None:
+            notes.append(f"nginx -T failed ({why}); reading the configured log_path")
     logs = [{"path": a.path, "format": a.format} for a in (conf.readable_logs() if conf else [])]
     if not log_path:
         assert conf is not None

@@ -29,6 +29,7 @@ _MONTHS = {m.encode(): i for i, m in enumerate(
 _TIME_RE = re.compile(rb"\d+(?:\.\d+)?\Z")
 _ID_RE = re.compile(r"\A(?:\d+|[0-9a-fA-F]{8,}|[0-9a-fA-F-]{32,36}|"
                     r"(?=[^/]*\d)[A-Za-z0-9_~.=+-]{16,})\Z")
+_DIGIT_RE = re.compile(r"\d")
 _IP_RE = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b|\b[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{0,4}){2,7}\b")
 _QUERY_RE = re.compile(r"\?[^\s\"]*")
 
@@ -187,8 +188,9 @@ def route_of(request: bytes, method: bytes | None = None) -> str:
     path = uri.split(b"?", 1)[0].split(b"#", 1)[0].decode("utf-8", "replace")
     if "://" in path:
         path = "/" + path.split("://", 1)[1].partition("/")[2]
-    segs = [("{id}" if _ID_RE.match(s) else s) for s in path.split("/")]
-    norm = "/".join(segs)[:100]
+    if _DIGIT_RE.search(path):  # ids have digits: only then look at each segment
+        path = "/".join([("{id}" if _ID_RE.match(s) else s) for s in path.split("/")])
+    norm = path[:100]
     return f"{method.decode('ascii', 'replace')[:10]} {norm}".strip()
 
 
@@ -242,6 +244,7 @@ class Aggregator:
         self._tcache: dict[bytes, int] = {}
         self._tms: dict[bytes, tuple[int, int] | None] = {}
         self._ok: dict[str, set[bytes]] = {}  # raw tokens already found valid
+        self._tz: bytes | None = None
         self.status: Counter[bytes] = Counter()
         # raw counters keyed by raw tokens, folded by _flush():
         # (route, status), (route, request_time), (request_time, upstream time, upstream status)
@@ -356,8 +359,9 @@ class Aggregator:
             tz = cols.get("_tz")
             tc = Counter(tcol)
             cache = self._tcache
-            if len(cache) > 100000:
+            if len(cache) > 100000 or tz != self._tz:  # keys are local times: zone matters
                 cache.clear()
+                self._tz = tz
             for key in tc:
                 if key not in cache:
                     v = lf.strip(tv, key)

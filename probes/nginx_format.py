@@ -167,6 +167,9 @@ class LogFormat:
             if inside and len(marks) == 1 and _MARK_RE.fullmatch(seg):
                 plan.append(("raw", int(marks[0][0])))
                 continue
+            if s and not marks:  # only literals between two quotes: compare, don't split
+                plan.append(("lit", seg.encode("utf-8", "surrogateescape")))
+                continue
             for idx, _part in marks:
                 var = self.names[int(idx)]
                 if _spaces(var) is None or (self.escape == "none" and inside):
@@ -217,6 +220,10 @@ class LogFormat:
                 slot = self.slots[what]
                 if slot >= 0:
                     cols[self.needed[slot]] = piece
+                continue
+            if kind == "lit":
+                if piece.count(what) != n:
+                    return None
                 continue
             text = piece if isinstance(piece, bytes) else b" \x01 ".join(piece)
             if not self._cut(text, what, n, cols):
