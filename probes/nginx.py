@@ -93,7 +93,7 @@ class Target:
 # -- discovery ----------------------------------------------------------------
 async def discover(host: Host) -> tuple[NginxConf | None, str, int]:
     """The effective config (or None), why not when None, and the bytes that crossed."""
-    done = await host.run(sh(FIND_SCRIPT), timeout=30)
+    done = await host.run(sh(FIND_SCRIPT), timeout=90)
     crossed = len(done.stdout) + len(done.stderr)
     sec: dict[str, list[str]] = {}
     cur: list[str] | None = None
@@ -117,7 +117,7 @@ async def discover(host: Host) -> tuple[NginxConf | None, str, int]:
             argv += ["-c", cfile]
         if prefix:
             argv += ["-p", prefix]
-        got = await host.run(argv, timeout=30)
+        got = await host.run(argv, timeout=90)
         crossed += len(got.stdout) + len(got.stderr)
         if not got.ok or "# configuration file" not in got.stdout:
             why = unreadable_reason(got.stderr + "\n" + got.stdout)
@@ -174,7 +174,7 @@ async def resolve(host: Host, options: dict[str, Any]) -> Target:
             why = "access logging is off" if conf.off else "no access_log writes to a file"
             raise Trouble(ProbeResult.skipped(NAME, f"nginx found, but {why}",
                                               kind="no_access_log"))
-        sizes = await host.run(sh(SIZES_SCRIPT, *[a.path for a in candidates]), timeout=30)
+        sizes = await host.run(sh(SIZES_SCRIPT, *[a.path for a in candidates]), timeout=90)
         crossed += len(sizes.stdout)
         readable: dict[str, int] = {}
         for line in sizes.stdout.splitlines():
@@ -256,7 +256,7 @@ async def aggregate_here(host: Host, t: Target, window: int | None, since: int |
         t.bytes_crossed += len(data)
         return data
 
-    size_run = await host.run(sh(SIZE_SCRIPT, t.path), timeout=30)
+    size_run = await host.run(sh(SIZE_SCRIPT, t.path), timeout=90)
     if not size_run.ok or not size_run.stdout.strip().isdigit():
         raise Trouble(ProbeResult.error(
             NAME, f"cannot read {t.path}: {size_run.describe()}", kind="permission_denied",

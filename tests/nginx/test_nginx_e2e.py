@@ -50,7 +50,8 @@ def send_load(ng: Nginx) -> Counter[str]:
 def _config(tmp_path: Path, **keys: str) -> Path:
     cfg = tmp_path / "nginx.toml"
     body = "\n".join(f"{k} = {json.dumps(v)}" for k, v in keys.items())
-    cfg.write_text(f"[probes.nginx]\n{body}\n")
+    # a loaded CI machine can make each SSH exec slow: give the probe room
+    cfg.write_text(f"[check]\nprobe_timeout_s = 600.0\n\n[probes.nginx]\n{body}\n")
     return cfg
 
 

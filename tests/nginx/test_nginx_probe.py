@@ -33,8 +33,8 @@ def _fakebin(tmp_path: Path, name: str, script: str) -> Path:
 
 def _cfg(tmp_path: Path, **keys: str) -> str:
     cfg = tmp_path / "c.toml"
-    cfg.write_text("[probes.nginx]\n" + "".join(f"{k} = {json.dumps(v)}\n"
-                                                for k, v in keys.items()))
+    body = "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
+    cfg.write_text(f"[check]\nprobe_timeout_s = 600.0\n\n[probes.nginx]\n{body}")
     return str(cfg)
 
 
