@@ -422,7 +422,7 @@ def read_hf_config_local(workload: Workload) -> Workload:
         return with_hf_config_error(workload, str(exc))
 
 
-async def read_hf_config_remote(workload: Workload, host: Host, timeout: float = 15.0) -> Workload:
+async def read_hf_config_remote(workload: Workload, host: Host, timeout: float = 30.0) -> Workload:
     """``inferfit check --workload``: read ``hf_config`` on the box (``cat PATH`` as argv)."""
     path = workload.model.hf_config
     if not path:

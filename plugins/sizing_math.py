@@ -187,6 +187,11 @@ def prefill_s(params: float, tokens: float, gpus: int, tflops: float, mfu: float
     return 2 * params * tokens / (gpus * tflops * 1e12 * mfu)
 
 
+def prefill_tokens_per_s(params: float, gpus: int, tflops: float, mfu: float) -> float:
+    """Prefill throughput = GPUs × TFLOPS × 1e12 × MFU / (2 × params) tokens/s."""
+    return gpus * tflops * 1e12 * mfu / (2 * params)
+
+
 def e2e_s(ttft_s: float, output_tokens: int, tpot_s: float) -> float:
     """E2E = TTFT + (output tokens − 1) × TPOT."""
     return ttft_s + max(0, output_tokens - 1) * tpot_s

@@ -13,17 +13,28 @@ from inferfit.workload import Workload
 
 
 def occupancy(s: Sizer) -> Sourced | None:
-    """Seconds a request occupies the server: observed (nginx) > estimated > the E2E budget."""
+    """Seconds a request occupies the server (W in Little's law).
+
+    The larger of the observed W (nginx: concurrency_littles_law / qps_mean, the
+    box's current traffic) and the estimated E2E for this workload's model — the
+    conservative choice when the two disagree; else the E2E p95 budget (an upper bound).
+    """
     rt = s.w.realtime
     assert rt is not None
     ng = s.obs.nginx
+    found: list[Sourced] = []
     if "concurrency_littles_law" in ng and ng.get("qps_mean") and ng["qps_mean"].value > 0:
-        return Sourced(ng["concurrency_littles_law"].value / ng["qps_mean"].value,
-                       "observed: probes.nginx.concurrency_littles_law / qps_mean")
+        found.append(Sourced(ng["concurrency_littles_law"].value / ng["qps_mean"].value,
+                             "observed: probes.nginx.concurrency_littles_law / qps_mean"))
     times = s.model_ms()
     if times is not None:
-        return Sourced(times[1] / 1000, f"estimated E2E = TTFT + (output − 1) × TPOT "
-                       f"(TPOT {s.tpot.source if s.tpot else '?'})")
+        found.append(Sourced(times[1] / 1000, "estimated E2E = TTFT + (output − 1) × TPOT "
+                             f"(TPOT {s.tpot.source if s.tpot else '?'})"))
+    if len(found) == 2:
+        hi, lo = sorted(found, key=lambda x: x.value, reverse=True)
+        return Sourced(hi.value, f"the larger of {hi.source} and {lo.source} ({lo.value:.2f} s)")
+    if found:
+        return found[0]
     if rt.e2e_ms_p95:
         s.lack("model time (no nginx findings, no TPOT estimate): used the E2E p95 budget as "
                "the occupancy, an upper bound", 0.1)
@@ -58,6 +69,7 @@ def realtime(s: Sizer) -> None:
     boxes: int | None = None
     if s.cap_inst and s.inst_per_box >= 1:
         inst = sm.replicas_needed(required, s.cap_inst, pol.headroom)
+        inst = max(inst, prefill_instances(s, peak, inst))
         boxes = math.ceil(inst / s.inst_per_box)
         s.t["instances_needed"] = inst
         cap_box = s.cap_inst * s.inst_per_box
@@ -114,6 +126,29 @@ def realtime(s: Sizer) -> None:
                  action="scale_out")
     model_budget(s)
     bandwidth(s, peak)
+
+
+def prefill_instances(s: Sizer, peak: Sourced, kv_instances: int) -> int:
+    """Instances the prompt tokens need in compute (prefill is compute-bound), at headroom."""
+    rt, pol = s.w.realtime, s.w.sizing
+    if rt is None or s.spec is None or s.params is None or s.t.get("fits") is not True:
+        return 0
+    rate = sm.prefill_tokens_per_s(s.params.value, s.tp, s.spec.bf16_tflops, pol.prefill_mfu)
+    need = peak.value * rt.input_tokens
+    inst = sm.replicas_needed(need, rate, pol.headroom)
+    if inst > kv_instances:
+        s.reason("prefill_compute",
+                 f"{peak.value:g} req/s × {rt.input_tokens:,} prompt tokens = {need:,.0f} "
+                 f"tokens/s of prefill; one instance does ≈ {rate:,.0f}: {inst} instances at "
+                 f"headroom {pol.headroom:g} (more than the {kv_instances} the KV cache asks)",
+                 "prefill tokens/s per instance = TP × TFLOPS × 1e12 × MFU / (2 × params); "
+                 "instances = ceil(peak QPS × input tokens / (that × headroom))",
+                 [fig("qps_peak", peak.value, "req/s", peak.source),
+                  fig("input_tokens", rt.input_tokens, "tokens", "workload realtime.input_tokens"),
+                  fig("params", s.params.value, "params", s.params.source),
+                  fig("bf16_tflops", s.spec.bf16_tflops, "TFLOPS", f"datasheet {s.spec.name}"),
+                  fig("prefill_mfu", pol.prefill_mfu, "fraction", "workload sizing.prefill_mfu")])
+    return inst
 
 
 def model_budget(s: Sizer) -> None:
@@ -275,8 +310,8 @@ def batch(s: Sizer, share: float = 1.0) -> None:
             step = sm.decode_step_s(s.weights / s.tp + seqs * b.tokens_per_task * s.kv_tok_gpu,
                                     s.spec.hbm_gb_s, pol.decode_efficiency)
             decode = sm.batch_tokens_per_s(seqs, step) * s.inst_per_box
-            prefill = (s.inst_per_box * s.tp * s.spec.bf16_tflops * 1e12 * pol.prefill_mfu
-                       / (2 * s.params.value))
+            prefill = s.inst_per_box * sm.prefill_tokens_per_s(
+                s.params.value, s.tp, s.spec.bf16_tflops, pol.prefill_mfu)
             out = b.output_tokens_per_task or b.tokens_per_task
             if b.output_tokens_per_task is None:
                 s.lack("batch.output_tokens_per_task: every token counted at decode speed "

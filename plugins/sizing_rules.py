@@ -28,6 +28,7 @@ RULES: dict[str, str] = {
     "long_context_memory": "memory near the limit with long contexts: cap tokens per request",
     "littles_law": "required concurrency = peak QPS × time a request occupies the server",
     "realtime_headroom": "instances so that peak utilisation stays ≤ headroom",
+    "prefill_compute": "prompt tokens at peak need more instances in compute than in KV cache",
     "mm1_tail_penalty": "this box alone runs hotter than headroom at peak: p99 multiplies",
     "throttle_at_peak": "protect the box at peak: cap concurrency and rate per key",
     "strict_sla_single_node": "a strict SLA (p99 budget) on a single box: keep N+1",

@@ -115,6 +115,7 @@ def test_model_time_formulas() -> None:
     assert sm.decode_step_s(16e9, 2000, 0.5) == pytest.approx(0.016)
     # 2 × 8e9 params × 1000 tokens / (1 GPU × 1000 TFLOPS × 0.4)
     assert sm.prefill_s(8e9, 1000, 1, 1000, 0.4) == pytest.approx(0.04)
+    assert sm.prefill_tokens_per_s(8e9, 1, 1000, 0.4) == pytest.approx(25_000)
     assert sm.region_total_ms(88.1, 35, 61) == pytest.approx(184.1)
 
 
