@@ -13,7 +13,10 @@ live fleet run and out of a directory of collected findings files.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import getpass
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,6 +31,7 @@ from inferfit.hosts import SSHOptions, make_host
 from inferfit.hosts.base import HostError, Transport
 from inferfit.inventory import FleetTarget
 from inferfit.runner import run_check
+from inferfit.sshslice import ConfigSlicer
 
 DEFAULT_MAX_PARALLEL = 32
 # The pseudo-probe that records why a box could not be checked at all.
@@ -119,14 +123,21 @@ async def run_fleet(
     """
     if max_parallel < 1:
         raise ValueError("max_parallel must be at least 1")
+    _prime_local_user()
+    default_cfg = Path.home() / ".ssh" / "config"
+    slicer = ConfigSlicer(ssh_options.config_file
+                          or (str(default_cfg) if default_cfg.is_file() else None))
     gate = asyncio.Semaphore(max_parallel)
     stems = unique_stems(targets)
     done = 0
 
     async def one(target: FleetTarget, stem: str) -> HostOutcome:
         nonlocal done
+        options = ssh_options
+        if slicer.path is not None:
+            options = dataclasses.replace(options, config_file=slicer.config_for(target.host))
         async with gate:
-            outcome = await _check_one(target, probes, config, ssh_options, selected,
+            outcome = await _check_one(target, probes, config, options, selected,
                                        progress, finish)
         if export_dir is not None:
             path = export_dir / f"{stem}.toml"
@@ -139,7 +150,19 @@ async def run_fleet(
             on_done(outcome, done, len(targets))
         return outcome
 
-    return list(await asyncio.gather(*(one(t, s) for t, s in zip(targets, stems, strict=True))))
+    try:
+        return list(await asyncio.gather(
+            *(one(t, s) for t, s in zip(targets, stems, strict=True))))
+    finally:
+        slicer.close()
+
+
+def _prime_local_user() -> None:
+    """asyncssh asks getpass.getuser() per connection; without USER/LOGNAME in the
+    environment that is a passwd lookup each time (milliseconds on some systems)."""
+    if not any(os.environ.get(v) for v in ("LOGNAME", "USER", "LNAME", "USERNAME")):
+        with contextlib.suppress(Exception):
+            os.environ["LOGNAME"] = getpass.getuser()
 
 
 async def _check_one(

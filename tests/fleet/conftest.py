@@ -46,22 +46,32 @@ def alias_block(alias: str, port: int, user: str, key: Path, known_hosts: Path) 
 
 
 @pytest.fixture
-def fleet_ssh_config(sshd: Any, tmp_path: Path) -> FleetSshConfig:
+def fleet_sshd(sshd_factory: Callable[..., Any]) -> Any:
+    """A private real sshd whose sessions skip ~/.bashrc (SHLVL=1: bash sources it for
+    ssh commands only at SHLVL < 2). This machine's root rc runs `pyenv init`, whose
+    rehash lock serialises concurrent ssh sessions for seconds each under load — and a
+    fleet opens many sessions at once. Everything else is the stock test sshd."""
+    return sshd_factory(setenv={"SHLVL": "1"})
+
+
+@pytest.fixture
+def fleet_ssh_config(fleet_sshd: Any, tmp_path: Path) -> FleetSshConfig:
     """box01..box06 reach the sshd; down01/down02 point at closed ports; evil01 has a
     known_hosts entry with another key for the sshd's address (a changed host key)."""
+    s = fleet_sshd
     other = tmp_path / "other_host_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)],
                    check=True)
     wrong_known = tmp_path / "known_hosts_wrong"
     pub = other.with_suffix(".pub").read_text().split()
-    wrong_known.write_text(f"[127.0.0.1]:{sshd.port} {pub[0]} {pub[1]}\n")
+    wrong_known.write_text(f"[127.0.0.1]:{s.port} {pub[0]} {pub[1]}\n")
     good = [f"box{i:02d}" for i in range(1, 7)]
     closed = ["down01", "down02"]
-    text = "".join(alias_block(a, sshd.port, sshd.user, sshd.client_key, sshd.known_hosts)
+    text = "".join(alias_block(a, s.port, s.user, s.client_key, s.known_hosts)
                    for a in good)
-    text += "".join(alias_block(a, closed_port(), sshd.user, sshd.client_key, sshd.known_hosts)
+    text += "".join(alias_block(a, closed_port(), s.user, s.client_key, s.known_hosts)
                     for a in closed)
-    text += alias_block("evil01", sshd.port, sshd.user, sshd.client_key, wrong_known)
+    text += alias_block("evil01", s.port, s.user, s.client_key, wrong_known)
     text += "Host *\n    ConnectTimeout 5\n"
     path = tmp_path / "fleet_ssh_config"
     path.write_text(text)

@@ -37,15 +37,15 @@ def ansible_env(home: Path, tmp: Path) -> dict[str, str]:
     }
 
 
-def write_inventory(sshd, path: Path, names: list[str], inferfit_bin: str) -> None:  # type: ignore[no-untyped-def]
-    ssh_args = (f"-o UserKnownHostsFile={sshd.known_hosts} -o StrictHostKeyChecking=yes "
+def write_inventory(server, path: Path, names: list[str], inferfit_bin: str) -> None:  # type: ignore[no-untyped-def]
+    ssh_args = (f"-o UserKnownHostsFile={server.known_hosts} -o StrictHostKeyChecking=yes "
                 "-o IdentitiesOnly=yes")
     lines = ["[boxes]"]
-    lines += [f"{n} ansible_host=127.0.0.1 ansible_port={sshd.port}" for n in names]
+    lines += [f"{n} ansible_host=127.0.0.1 ansible_port={server.port}" for n in names]
     lines += [
         "[all:vars]",
-        f"ansible_user={sshd.user}",
-        f"ansible_ssh_private_key_file={sshd.client_key}",
+        f"ansible_user={server.user}",
+        f"ansible_ssh_private_key_file={server.client_key}",
         f"ansible_ssh_common_args='{ssh_args}'",
         "ansible_python_interpreter=/usr/bin/python3",
         f"inferfit_bin={inferfit_bin}",
@@ -53,13 +53,13 @@ def write_inventory(sshd, path: Path, names: list[str], inferfit_bin: str) -> No
     path.write_text("\n".join(lines) + "\n")
 
 
-def test_playbook_runs_check_on_each_box_and_fetches_findings(sshd, home, tmp_path,
+def test_playbook_runs_check_on_each_box_and_fetches_findings(fleet_sshd, home, tmp_path,
                                                               inferfit_cli):
     inferfit_bin = shutil.which("inferfit", path=str(BIN))
     assert inferfit_bin, "inferfit console script not found next to the test interpreter"
     inv = tmp_path / "inventory.ini"
     names = ["node-a", "node-b", "node-c"]
-    write_inventory(sshd, inv, names, inferfit_bin)
+    write_inventory(fleet_sshd, inv, names, inferfit_bin)
     fetched = tmp_path / "collected"
     extra = json.dumps({"inferfit_probes": ["system"], "inferfit_fetch_dir": str(fetched)})
     done = subprocess.run(
@@ -90,9 +90,9 @@ def test_playbook_runs_check_on_each_box_and_fetches_findings(sshd, home, tmp_pa
     assert r.stdout.count("<testsuite ") == 3
 
 
-def test_playbook_fails_a_box_whose_check_could_not_run(sshd, home, tmp_path):
+def test_playbook_fails_a_box_whose_check_could_not_run(fleet_sshd, home, tmp_path):
     inv = tmp_path / "inventory.ini"
-    write_inventory(sshd, inv, ["node-x"], "/nonexistent/bin/inferfit")
+    write_inventory(fleet_sshd, inv, ["node-x"], "/nonexistent/bin/inferfit")
     done = subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", str(inv), str(PLAYBOOK),
          "-e", json.dumps({"inferfit_fetch_dir": str(tmp_path / "collected")})],

@@ -79,21 +79,21 @@ def test_one_failure_never_stops_the_others_even_at_parallel_one(fleet_ssh_confi
     assert "evil01: could not check: host_key_changed" in r.stdout
 
 
-def test_inventory_ini_over_real_sshd(sshd, inferfit_cli, tmp_path):
+def test_inventory_ini_over_real_sshd(fleet_sshd, inferfit_cli, tmp_path):
     # The inventory carries address, port, user and key; the ssh config only says
     # which known_hosts to trust for 127.0.0.1 (as a user's ~/.ssh/config would).
     ssh_cfg = tmp_path / "ssh_config"
-    ssh_cfg.write_text(f"Host 127.0.0.1\n    UserKnownHostsFile {sshd.known_hosts}\n"
+    ssh_cfg.write_text(f"Host 127.0.0.1\n    UserKnownHostsFile {fleet_sshd.known_hosts}\n"
                        "    StrictHostKeyChecking yes\n    IdentitiesOnly yes\n")
     inv = tmp_path / "inv.ini"
     inv.write_text(
         "[gpu]\n"
-        f"gpu[01:03] ansible_host=127.0.0.1 ansible_port={sshd.port}\n"
+        f"gpu[01:03] ansible_host=127.0.0.1 ansible_port={fleet_sshd.port}\n"
         "[cpu]\n"
-        f"cpu01 ansible_host=127.0.0.1 ansible_port={sshd.port}\n"
+        f"cpu01 ansible_host=127.0.0.1 ansible_port={fleet_sshd.port}\n"
         "[all:vars]\n"
-        f"ansible_user={sshd.user}\n"
-        f"ansible_ssh_private_key_file={sshd.client_key}\n"
+        f"ansible_user={fleet_sshd.user}\n"
+        f"ansible_ssh_private_key_file={fleet_sshd.client_key}\n"
     )
     out = tmp_path / "out"
     r = inferfit_cli("check", "-q", "-F", str(ssh_cfg), "--inventory", str(inv),
@@ -104,7 +104,7 @@ def test_inventory_ini_over_real_sshd(sshd, inferfit_cli, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["gpu01.toml", "gpu02.toml", "gpu03.toml"]
     f = Findings.load(out / "gpu02.toml")
     assert f.target.name == "gpu02"
-    assert f.target.address == f"{sshd.user}@127.0.0.1:{sshd.port}"
+    assert f.target.address == f"{fleet_sshd.user}@127.0.0.1:{fleet_sshd.port}"
 
 
 def test_fleet_refuses_single_export_file_and_bad_inventory(inferfit_cli, tmp_path: Path):
