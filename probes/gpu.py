@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from inferfit.api import ProbeContext, Sample
-from inferfit.findings import ProbeResult
+from inferfit.findings import ProbeResult, Status, worst
 from inferfit.hookspecs import hookimpl
 from inferfit.hosts.base import CommandTimeoutError, Completed, Host, sh
 
@@ -38,7 +38,7 @@ from .gpu_events import (
     parse_topology,
     parse_xid,
 )
-from .gpu_health import judge
+from .gpu_health import judge, summarize
 from .gpu_nvml import NvmlFailed, nvml_sample, read_local_nvml
 from .gpu_parse import (
     QUERY_FIELDS,
@@ -293,15 +293,22 @@ class GpuProbe:
                              "root or add the user to the adm/systemd-journal group")
         values["devices"] = snapshot.get("devices", [])
         status, summary, verdicts = judge(values, opts)
-        if any("inforom" in w.lower() for w in warnings):
-            status = "fail" if status == "fail" else "warn"
-            verdicts.append("nvidia-smi warns that an infoROM is corrupted: ECC and retirement "
-                            "records may be wrong (reflash or RMA)")
+        extra: list[tuple[Status, str]] = []
         partial = snapshot.get("partial_failure")
         if isinstance(partial, Failure):
-            status = "fail"
-            verdicts.insert(0, f"nvidia-smi -q -x exited with an error: {partial.summary} — "
-                               f"fix: {partial.fix}")
+            extra.append(("fail", f"nvidia-smi -q -x exited with an error: {partial.summary} "
+                                  f"— fix: {partial.fix}"))
+        if any("inforom" in w.lower() for w in warnings):
+            extra.append(("warn", "nvidia-smi warns that an infoROM is corrupted: ECC and "
+                                  "retirement records may be wrong (reflash or RMA)"))
+        for severity, text in extra:
+            if severity == "fail":
+                verdicts.insert(0, text)
+            else:
+                verdicts.append(text)
+            if worst([status, severity]) != status:  # this is now the worst reason
+                status = severity
+                summary = f"{summarize(values)} — {severity}: {text.split(' — fix')[0]}"
         if not values["devices"]:
             return self._error(failure("no_devices", f"{used} lists no GPU"), started, notes)
         return ProbeResult(self.name, status, summary, time.monotonic() - started,

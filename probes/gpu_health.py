@@ -31,13 +31,23 @@ def _is_idle(dev: Mapping[str, Any]) -> bool:
 def judge_device(dev: dict[str, Any], options: Mapping[str, Any]) -> tuple[Status, list[str],
                                                                           list[str]]:
     """(health, reasons for warn/fail, informational notes) for one GPU."""
+    if dev.get("detail") and not dev.get("error_kind"):
+        return "skipped", [], []  # listed by nvidia-smi -L only: nothing to judge
+    fail, warn, info = _device_findings(dev, options)
+    status: Status = "fail" if fail else "warn" if warn else "ok"
+    return status, fail + warn, info
+
+
+def _device_findings(dev: dict[str, Any], options: Mapping[str, Any]
+                     ) -> tuple[list[str], list[str], list[str]]:
+    """(fail reasons, warn reasons, informational notes) for one GPU."""
     fail: list[str] = []
     warn: list[str] = []
     info: list[str] = []
-    if dev.get("detail"):  # listed but not described (nvidia-smi -L only, or unreadable)
-        if dev.get("error_kind"):
-            return "fail", [str(dev["detail"])], []
-        return "skipped", [], []
+    if dev.get("detail"):
+        if dev.get("error_kind"):  # unreadable through NVML (e.g. GPU lost)
+            fail.append(str(dev["detail"]))
+        return fail, warn, info
     # Memory errors: any uncorrectable error, pending retirement/remap, remap failure.
     unc = dev.get("ecc_errors_uncorrected")
     if unc:
@@ -116,8 +126,7 @@ def judge_device(dev: dict[str, Any], options: Mapping[str, Any]) -> tuple[Statu
         info.append("an ECC mode change is pending until the next reboot")
     if dev.get("persistence_mode") is False:
         info.append("persistence mode is off (first CUDA call pays the driver init time)")
-    status: Status = "fail" if fail else "warn" if warn else "ok"
-    return status, fail + warn, info
+    return fail, warn, info
 
 
 def _device_for_pci(devices: list[dict[str, Any]], pci: str) -> dict[str, Any] | None:
@@ -128,20 +137,26 @@ def _device_for_pci(devices: list[dict[str, Any]], pci: str) -> dict[str, Any] |
 
 
 def judge(values: dict[str, Any], options: Mapping[str, Any]) -> tuple[Status, str, list[str]]:
-    """Set ``health``/``reasons`` on every device; return (status, summary, notes) for the box."""
+    """Set ``health``/``reasons`` on every device; return (status, summary, notes) for the box.
+
+    Notes list the fail reasons first, then warnings, then informational remarks; the
+    summary names the GPUs and, when something is wrong, the first worst reason.
+    """
     devices: list[dict[str, Any]] = values.get("devices", [])
-    notes: list[str] = []
-    statuses: list[Status] = []
+    issues: list[tuple[Status, str]] = []
+    remarks: list[str] = []
     for device in devices:
-        health, reasons, info = judge_device(device, options)
+        health, reasons, _ = judge_device(device, options)
         device["health"] = health
         if reasons:
             device["reasons"] = reasons
-        statuses.append(health)
+        if health == "skipped":
+            continue
+        fail, warn, info = _device_findings(device, options)
         label = f"GPU {device.get('index')}"
-        notes.extend(f"{label}: {r}" for r in reasons)
-        notes.extend(f"{label}: {r}" for r in info)
-    box: list[Status] = []
+        issues += [("fail", f"{label}: {r}") for r in fail]
+        issues += [("warn", f"{label}: {r}") for r in warn]
+        remarks += [f"{label}: {r}" for r in info]
     fail_xids = {int(x) for x in options.get("fail_xids", DEFAULT_FAIL_XIDS)}
     for event in values.get("xid_events", []):
         dev: dict[str, Any] | None = _device_for_pci(devices, event["pci"])
@@ -152,37 +167,40 @@ def judge(values: dict[str, Any], options: Mapping[str, Any]) -> tuple[Status, s
         if dev is not None:
             dev.setdefault("reasons", []).append(text)
             dev["health"] = worst([dev.get("health", "ok"), severity])
-        box.append(severity)
-        notes.append(text)
+        issues.append((severity, text))
     described = [d for d in devices if not d.get("detail")]
     if values.get("gpu_count") and values["gpu_count"] > len(devices):
-        notes.append(f"{values['gpu_count']} GPUs attached but only {len(described)} described "
-                     "by nvidia-smi (normal on some MIG setups; nvidia-smi -L lists them all)")
+        remarks.append(f"{values['gpu_count']} GPUs attached but only {len(described)} "
+                       "described by nvidia-smi (normal on some MIG setups; nvidia-smi -L "
+                       "lists them all)")
     expected_count = int(options.get("expected_count", 0) or 0)
     count = values.get("gpu_count")
     if expected_count and count != expected_count:
-        box.append("fail")
-        notes.append(f"expected {expected_count} GPU(s), found {count}")
+        issues.append(("fail", f"expected {expected_count} GPU(s), found {count}"))
     expected_model = str(options.get("expected_model", "") or "").strip()
     if expected_model:
         wrong = sorted({str(d.get("name")) for d in devices
                         if expected_model.lower() not in str(d.get("name", "")).lower()})
         if wrong:
-            box.append("fail")
-            notes.append(f"expected model {expected_model!r}, found {', '.join(wrong)}")
+            issues.append(("fail",
+                           f"expected model {expected_model!r}, found {', '.join(wrong)}"))
     topo = values.get("topology")
     if isinstance(topo, dict) and topo.get("interconnect") == "mixed":
-        box.append("warn")
-        notes.append(f"NVLink links only {topo['nvlink_pairs']} of "
-                     f"{topo['nvlink_pairs'] + topo['pcie_pairs']} GPU pairs; the others go "
-                     "over PCIe (missing or down NVLink?)")
+        issues.append(("warn", f"NVLink links only {topo['nvlink_pairs']} of "
+                               f"{topo['nvlink_pairs'] + topo['pcie_pairs']} GPU pairs; the "
+                               "others go over PCIe (missing or down NVLink?)"))
     elif isinstance(topo, dict) and topo.get("nvlinks_per_pair_min") != \
             topo.get("nvlinks_per_pair_max"):
-        box.append("warn")
-        notes.append(f"uneven NVLink bonding: {topo['nvlinks_per_pair_min']} to "
-                     f"{topo['nvlinks_per_pair_max']} links per GPU pair (a link is down?)")
-    status = worst(statuses + box) if statuses or box else "ok"
-    return status, summarize(values), notes
+        issues.append(("warn", f"uneven NVLink bonding: {topo['nvlinks_per_pair_min']} to "
+                               f"{topo['nvlinks_per_pair_max']} links per GPU pair (a link is "
+                               "down?)"))
+    status = worst([s for s, _ in issues]) if issues else "ok"
+    ordered = [t for s, t in issues if s == "fail"] + [t for s, t in issues if s == "warn"]
+    summary = summarize(values)
+    if ordered:
+        more = f" (+{len(ordered) - 1} more)" if len(ordered) > 1 else ""
+        summary = f"{summary} — {status}: {ordered[0]}{more}"
+    return status, summary, ordered + remarks
 
 
 def summarize(values: Mapping[str, Any]) -> str:

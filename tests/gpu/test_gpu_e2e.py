@@ -24,9 +24,17 @@ def fixture_text(name: str) -> str:
     return (FIXTURES / name).read_text(encoding="utf-8")
 
 
+# Generous limits: these tests share two CPU cores with other work and must not mistake
+# a slow machine for a hung nvidia-smi (that case has its own test below).
+PATIENT = "[check]\nprobe_timeout_s = 300.0\n[probes.gpu]\ncommand_timeout_s = 120.0\n"
+
+
 def check_gpu(inferfit_cli: Any, server: Any, tmp_path: Path) -> tuple[Any, dict[str, Any]]:
     out = tmp_path / "findings.toml"
-    result = inferfit_cli("check", "--probe", "gpu", "--export", str(out), *server.cli())
+    cfg = tmp_path / "patient.toml"
+    cfg.write_text(PATIENT)
+    result = inferfit_cli("check", "--probe", "gpu", "--config", str(cfg), "--export", str(out),
+                          *server.cli(), timeout=400)
     assert out.exists(), result.stderr
     doc = tomllib.loads(out.read_text())
     return result, doc["probes"]["gpu"]
