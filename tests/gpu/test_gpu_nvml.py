@@ -244,3 +244,31 @@ def test_local_check_without_driver_is_skipped(source):
     assert result.status == "skipped"
     assert result.error_kind == "no_gpu"
     assert "no NVIDIA GPU" in result.summary
+
+
+def test_nvml_watch_yields_and_shuts_down():
+    from inferfit.probes.gpu import _watch_nvml
+
+    nvml = StandInNVML()
+
+    async def take() -> list[Any]:
+        out = []
+        stream = _watch_nvml(nvml, 100)
+        async for sample in stream:
+            out.append(sample)
+            if len(out) == 2:
+                break
+        await stream.aclose()  # type: ignore[attr-defined]
+        return out
+
+    samples = asyncio.run(take())
+    assert [s.values["gpus"][0]["power_draw_w"] for s in samples] == [67.03, 67.03]
+    assert nvml.shutdown is True
+
+
+def test_local_watch_without_nvml_or_nvidia_smi_ends():
+    async def take() -> list[Any]:
+        return [s async for s in GpuProbe().watch(LocalHost(), ProbeContext(options={},
+                                                                         config=Config()))]
+
+    assert asyncio.run(take()) == []

@@ -275,3 +275,16 @@ def test_no_fixture_crashes_any_parser(name):
             assert isinstance(snap["devices"], list)
             assert not _has_none(clean(snap))
     assert isinstance(parse_list(raw), list)
+
+
+def test_table_older_layout_with_mig():
+    snap = parse_smi_table(text("NVIDIA__go-nvml__issue-57.a100-mig.table.excerpt.txt"))
+    assert snap["driver_version"] == "520.61.05"
+    assert snap["cuda_version"] == "11.8"
+    d0, d1 = snap["devices"]
+    assert d0["name"] == "NVIDIA A100 80G..."
+    assert d0["memory_total_mib"] == 81920
+    assert d0["power_draw_w"] == 42
+    assert d0["util_gpu_pct"] is None
+    assert d0["mig_enabled"] is True
+    assert d1["pci_bus_id"] == "00000000:B1:00.0"
