@@ -83,8 +83,9 @@ def realtime(s: Sizer) -> None:
         s.reason("realtime_headroom",
                  f"{inst} instance(s) keep peak utilisation ≤ {pol.headroom:g}: {boxes} box(es) "
                  f"like this one ({s.inst_per_box} instance(s) each)",
-                 "instances = ceil(required / (per-instance concurrency × headroom)); boxes = "
-                 "ceil(instances / instances per box)", cap_figs,
+                 "instances = max(ceil(required / (per-instance concurrency × headroom)), "
+                 "prefill_compute instances); boxes = ceil(instances / instances per box)",
+                 cap_figs,
                  action="scale_out" if boxes > 1 else None)
         s.rt_boxes = boxes
         if rho > pol.headroom:
