@@ -135,6 +135,24 @@ def ago(seconds: float | None) -> str:
     return f"{s // 3600}h {s % 3600 // 60}m"
 
 
+def age(seconds: float | None) -> str:
+    """A coarse 'updated ... ago' for panel frames: it changes every 5 s, not every second.
+
+    A per-second counter on every panel would repaint every frame once a second
+    for no reader's benefit; live panels (1 Hz) stay at "just now".
+    """
+    if seconds is None or not math.isfinite(seconds):
+        return DASH
+    s = max(0, int(seconds))
+    if s < 5:
+        return "just now"
+    if s < 60:
+        return f"{s - s % 5}s ago"
+    if s < 3600:
+        return f"{s // 60}m ago"
+    return f"{s // 3600}h {s % 3600 // 60}m ago"
+
+
 def duration(seconds: Any) -> str:
     """A box uptime: 3d 4h, 5h 2m, 7m."""
     f = num(seconds)

@@ -12,7 +12,7 @@ import datetime as dt
 import time
 from typing import Any
 
-from inferfit.tui.fmt import STATUS_ICON, STATUS_STYLE, ago
+from inferfit.tui.fmt import STATUS_ICON, STATUS_STYLE, age
 from inferfit.tui.messages import (
     LiveStopped,
     ProbeCrashed,
@@ -105,12 +105,14 @@ class ProbeSlot(Vertical, can_focus=True):
         style = STATUS_STYLE.get(self.state, "")
         parts = [f"[{style}]{icon} {self.state}[/]"]
         if self.updated_at is not None:
-            parts.append(f"updated {ago(time.monotonic() - self.updated_at)} ago")
+            parts.append(f"updated {age(time.monotonic() - self.updated_at)}")
         elif self.recorded is not None and self.result is not None:
             parts.append(f"recorded {self.recorded:%Y-%m-%d %H:%M}Z")
         if self.live_error:
             parts.append("[magenta]live stopped[/]")
-        self.border_subtitle = " · ".join(parts)
+        subtitle = " · ".join(parts)
+        if subtitle != self.border_subtitle:
+            self.border_subtitle = subtitle
 
     # -- running ---------------------------------------------------------
     @property

@@ -88,6 +88,7 @@ class TargetView(Vertical):
         self.conn_error = ""
         self.latency_ms: float | None = None
         self.uptime_base: tuple[float, float] | None = None  # (uptime_s, monotonic at reading)
+        self._header_plain = ""
         self.slots: list[ProbeSlot] = []
         self.sizing_slot: ProbeSlot | None = None
 
@@ -192,8 +193,12 @@ class TargetView(Vertical):
         return duration(base + (time.monotonic() - at if self.live else 0))
 
     def refresh_header(self) -> None:
+        text = self._header_text()
+        if text.plain == self._header_plain:
+            return
+        self._header_plain = text.plain
         for header in self.query(TargetHeader):
-            header.update(self._header_text())
+            header.update(text)
 
     def _note_system(self, result: ProbeResult | None) -> None:
         if result is None:

@@ -15,7 +15,7 @@ Each is called on the UI thread and must not do I/O.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from inferfit.tui.fmt import DASH, STATUS_STYLE, fvalue
@@ -46,6 +46,8 @@ class ProbePanel(Widget):
         super().__init__(id=id, classes=classes)
         self.result: ProbeResult | None = None
         self.ready = False  # set once mounted: children exist and can be updated
+        self._shown: dict[str, object] = {}
+        self.version = 0  # bumped on every new result (what `put` keys result-driven parts on)
 
     def on_mount(self) -> None:
         self.ready = True
@@ -53,6 +55,7 @@ class ProbePanel(Widget):
 
     def show_result(self, result: ProbeResult) -> None:
         self.result = result
+        self.version += 1
         self.refresh_view()
 
     def show_sample(self, sample: Sample) -> None:
@@ -64,6 +67,18 @@ class ProbePanel(Widget):
     def refresh_view(self) -> None:
         """Re-render from ``self.result`` and any live state."""
         return None
+
+    def put(self, selector: str, key: object, build: Callable[[], Any], *,
+            layout: bool = True) -> None:
+        """Update the Static at ``selector`` only when ``key`` (what it shows) changed.
+
+        Live panels re-render at 1 Hz; rebuilding and re-laying-out parts that did
+        not change (the result, notes) is most of a console's idle CPU.
+        """
+        if selector in self._shown and self._shown[selector] == key:
+            return
+        self._shown[selector] = key
+        self.query_one(selector, Static).update(build(), layout=layout)
 
 
 class History:
@@ -125,18 +140,19 @@ class SummaryLine(Static):
 
     DEFAULT_CSS = "SummaryLine { height: auto; }"
 
-    def set_result(
-        self, result: ProbeResult | None, waiting: str = "waiting for first result"
-    ) -> None:
-        if result is None:
-            self.update(Text(waiting, style="dim"))
-            return
-        line = Text()
-        line.append(f"{result.status} ", style=f"bold {STATUS_STYLE.get(result.status, '')}")
-        line.append(result.summary or DASH)
-        if result.error_kind:
-            line.append(f"  [{result.error_kind}]", style="dim")
-        self.update(line)
+    def set_result(self, result: ProbeResult | None) -> None:
+        self.update(summary_text(result))
+
+
+def summary_text(result: ProbeResult | None, waiting: str = "waiting for first result") -> Text:
+    if result is None:
+        return Text(waiting, style="dim")
+    line = Text()
+    line.append(f"{result.status} ", style=f"bold {STATUS_STYLE.get(result.status, '')}")
+    line.append(result.summary or DASH)
+    if result.error_kind:
+        line.append(f"  [{result.error_kind}]", style="dim")
+    return line
 
 
 def values_rows(

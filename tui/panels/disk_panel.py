@@ -12,7 +12,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from inferfit.tui.fmt import DASH, fnum, fvalue, num, pick
-from inferfit.tui.panels.base import History, ProbePanel, SummaryLine, kv_table, notes_text
+from inferfit.tui.panels.base import (
+    History,
+    ProbePanel,
+    SummaryLine,
+    kv_table,
+    notes_text,
+    summary_text,
+)
 from inferfit.tui.panels.live import SparkRow
 from rich.text import Text
 from textual.app import ComposeResult
@@ -75,7 +82,7 @@ class DiskPanel(ProbePanel):
     def refresh_view(self) -> None:
         if not self.ready:
             return
-        self.query_one(".summary", SummaryLine).set_result(self.result)
+        self.put(".summary", self.version, lambda: summary_text(self.result))
         v = self.result.values if self.result else {}
         live = self.history.last("bw")
         seq = num(v.get("seq_read_mib_s"))
@@ -85,8 +92,8 @@ class DiskPanel(ProbePanel):
         self.query_one("#disk-bw", SparkRow).set(
             self.history.get("bw") or ([seq] if seq is not None else []),
             f"{fnum(shown, 0, 'MiB/s')} {label}{gbs}" if shown is not None else DASH)
-        self.query_one(".body", Static).update(render_disk(v))
-        self.query_one(".notes", Static).update(notes_text(self.result))
+        self.put(".body", self.version, lambda: render_disk(v))
+        self.put(".notes", self.version, lambda: notes_text(self.result))
 
     def _fio_running(self) -> bool:
         p = self.progress

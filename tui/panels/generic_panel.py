@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from inferfit.tui.fmt import fvalue, table_rows
-from inferfit.tui.panels.base import ProbePanel, SummaryLine, kv_table, notes_text
+from inferfit.tui.panels.base import ProbePanel, SummaryLine, kv_table, notes_text, summary_text
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -45,9 +45,9 @@ class GenericPanel(ProbePanel):
     def refresh_view(self) -> None:
         if not self.ready:
             return
-        self.query_one(".summary", SummaryLine).set_result(self.result)
+        self.put(".summary", self.version, lambda: summary_text(self.result))
         values = self.result.values if self.result else {}
-        self.query_one(".values", Static).update(render_values(values))
+        self.put(".values", self.version, lambda: render_values(values))
         live = Text()
         if self._progress is not None:
             frac = self._progress.fraction
@@ -60,7 +60,7 @@ class GenericPanel(ProbePanel):
             live.append("live: ", style="bold")
             live.append(", ".join(f"{k} {fvalue(k, v)}" for k, v in self._live.items()))
         self.query_one(".live", Static).update(live)
-        self.query_one(".notes", Static).update(notes_text(self.result))
+        self.put(".notes", self.version, lambda: notes_text(self.result))
 
 
 def render_values(values: Mapping[str, Any]) -> Table | Text:

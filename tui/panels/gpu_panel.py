@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from inferfit.tui.fmt import DASH, STATUS_STYLE, fnum, num, pick, table_rows
-from inferfit.tui.panels.base import History, ProbePanel, SummaryLine, notes_text
+from inferfit.tui.panels.base import History, ProbePanel, SummaryLine, notes_text, summary_text
 from inferfit.tui.panels.live import SparkRow
 from rich.table import Table
 from rich.text import Text
@@ -90,7 +90,7 @@ class GpuPanel(ProbePanel):
     def refresh_view(self) -> None:
         if not self.ready:
             return
-        self.query_one(".summary", SummaryLine).set_result(self.result)
+        self.put(".summary", self.version, lambda: summary_text(self.result))
         v = self.result.values if self.result else {}
         devices = self._devices()
         box = Text()
@@ -98,7 +98,7 @@ class GpuPanel(ProbePanel):
         box.append("  CUDA ", style="dim").append(str(v.get("cuda_version", DASH)))
         count = v.get("gpu_count", len(devices) if devices else None)
         box.append("  GPUs ", style="dim").append(fnum(count, 0))
-        self.query_one(".box", Static).update(box)
+        self.put(".box", box.plain, lambda: box)
         util, mem_pct, power = aggregate(devices)
         used = sum(x for d in devices if (x := num(pick(d, *MEM_USED))) is not None)
         total = sum(x for d in devices if (x := num(pick(d, *MEM_TOTAL))) is not None)
@@ -110,8 +110,8 @@ class GpuPanel(ProbePanel):
         self.query_one("#gpu-mem", SparkRow).set(self.history.get("mem") or _one(mem_pct), mem_text)
         self.query_one("#gpu-power", SparkRow).set(
             self.history.get("power") or _one(power), fnum(power, 0, "W total"))
-        self.query_one(".devices", Static).update(device_table(devices))
-        self.query_one(".notes", Static).update(notes_text(self.result))
+        self.put(".devices", repr(devices), lambda: device_table(devices))
+        self.put(".notes", self.version, lambda: notes_text(self.result))
 
 
 def _sort_key(key: str) -> tuple[int, str]:
@@ -163,7 +163,7 @@ def device_table(devices: list[dict[str, Any]]) -> Table | Text:
     t.add_column("temp", justify="right", no_wrap=True)
     t.add_column("power", justify="right", no_wrap=True)
     t.add_column("pcie", no_wrap=True)
-    t.add_column("health", overflow="fold")
+    t.add_column("health", no_wrap=True, min_width=6, overflow="ellipsis")
     for i, d in enumerate(devices):
         used, total = pick(d, *MEM_USED), pick(d, *MEM_TOTAL)
         mem = f"{fnum(used, 0)}/{fnum(total, 0)}" if total is not None else fnum(used, 0)

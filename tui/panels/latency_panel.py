@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from inferfit.tui.fmt import DASH, STATUS_STYLE, fnum, num, pick, spark, table_rows
-from inferfit.tui.panels.base import History, ProbePanel, SummaryLine, notes_text
+from inferfit.tui.panels.base import History, ProbePanel, SummaryLine, notes_text, summary_text
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -79,11 +79,12 @@ class LatencyPanel(ProbePanel):
     def refresh_view(self) -> None:
         if not self.ready:
             return
-        self.query_one(".summary", SummaryLine).set_result(self.result)
+        self.put(".summary", self.version, lambda: summary_text(self.result))
         regions = table_rows(self.result.values.get("regions") if self.result else None)
-        self.query_one(".regions", Static).update(region_table(regions, self.history,
-                                                               self.live_names))
-        self.query_one(".notes", Static).update(notes_text(self.result))
+        key = (self.version, tuple(self.live_names),
+               tuple(tuple(self.history.get(n)[-16:]) for n in self.live_names))
+        self.put(".regions", key, lambda: region_table(regions, self.history, self.live_names))
+        self.put(".notes", self.version, lambda: notes_text(self.result))
 
 
 def region_table(regions: list[Mapping[str, Any]], history: History,

@@ -22,6 +22,7 @@ class SparkRow(Horizontal):
     def __init__(self, label: str, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.label = label
+        self._last: tuple[tuple[float, ...], str, int] | None = None
 
     def compose(self) -> ComposeResult:
         yield Label(self.label, classes="spark-label")
@@ -32,9 +33,13 @@ class SparkRow(Horizontal):
         spark = self.query_one(Sparkline)
         # Only as many points as there are cells: a rolling window, newest right.
         width = max(1, spark.size.width or 60)
-        spark.data = list(data[-width:])
+        window = tuple(data[-width:])
+        if self._last == (window, value, width):
+            return
+        self._last = (window, value, width)
+        spark.data = list(window)
         # A single point is no trend: show the figure alone (replay, first reading).
         empty = len(data) < 2
         spark.set_class(empty, "-empty")
         self.set_class(empty, "-static")
-        self.query_one(".spark-value", Label).update(value)
+        self.query_one(".spark-value", Label).update(value, layout=False)

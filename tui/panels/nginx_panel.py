@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from inferfit.tui.fmt import DASH, fnum, num, pick
-from inferfit.tui.panels.base import History, ProbePanel, SummaryLine, kv_table, notes_text
+from inferfit.tui.panels.base import (
+    History,
+    ProbePanel,
+    SummaryLine,
+    kv_table,
+    notes_text,
+    summary_text,
+)
 from inferfit.tui.panels.live import SparkRow
 from rich.text import Text
 from textual.app import ComposeResult
@@ -83,7 +90,7 @@ class NginxPanel(ProbePanel):
     def refresh_view(self) -> None:
         if not self.ready:
             return
-        self.query_one(".summary", SummaryLine).set_result(self.result)
+        self.put(".summary", self.version, lambda: summary_text(self.result))
         v = self.result.values if self.result else {}
         h = self.history
         live = bool(h.series)
@@ -104,8 +111,8 @@ class NginxPanel(ProbePanel):
         total_5xx = count_5xx(v)
         rate = total_5xx / window if total_5xx is not None and window else None
         self.query_one("#nginx-5xx", SparkRow).set(*row("5xx", rate, "/s", 2))
-        self.query_one(".body", Static).update(render_nginx(v, live))
-        self.query_one(".notes", Static).update(notes_text(self.result))
+        self.put(".body", (self.version, live), lambda: render_nginx(v, live))
+        self.put(".notes", self.version, lambda: notes_text(self.result))
 
 
 def render_nginx(v: Mapping[str, Any], live: bool) -> Any:

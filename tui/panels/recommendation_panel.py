@@ -43,7 +43,8 @@ class RecommendationPanel(ProbePanel):
 
     def refresh_view(self) -> None:
         if self.ready:
-            self.query_one(".body", Static).update(render_sizing(self.result, self.hint))
+            self.put(".body", (self.version, self.hint),
+                     lambda: render_sizing(self.result, self.hint))
 
 
 def _fmt_figure(key: str, value: Any) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from inferfit.tui.fmt import DASH, duration, fnum, num, table_rows
-from inferfit.tui.panels.base import ProbePanel, SummaryLine, kv_table, notes_text
+from inferfit.tui.panels.base import ProbePanel, SummaryLine, kv_table, notes_text, summary_text
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -27,9 +27,9 @@ class SystemPanel(ProbePanel):
     def refresh_view(self) -> None:
         if not self.ready:
             return
-        self.query_one(".summary", SummaryLine).set_result(self.result)
-        self.query_one(".body", Static).update(render_system(self.result))
-        self.query_one(".notes", Static).update(notes_text(self.result))
+        self.put(".summary", self.version, lambda: summary_text(self.result))
+        self.put(".body", self.version, lambda: render_system(self.result))
+        self.put(".notes", self.version, lambda: notes_text(self.result))
 
 
 def render_system(result: ProbeResult | None) -> Group | Text:
