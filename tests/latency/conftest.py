@@ -205,6 +205,9 @@ def _keygen(path: Path) -> str:
 def start_netns_sshd(base: Path, ns: str, address: str, port: int = 2222) -> NetnsSshd:
     """sshd -D in namespace ``ns`` on address:port, reachable through an ssh config alias."""
     base.mkdir(parents=True, exist_ok=True)
+    # A clean box: the login shell finds no ~/.bashrc (this machine's root one runs
+    # `pyenv init`, which takes seconds per command when other jobs load the CPUs).
+    (base / "home").mkdir(exist_ok=True)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
     host_key, client_key = base / "host_key", base / "id_ed25519"
     host_pub, client_pub = _keygen(host_key), _keygen(client_key)
@@ -224,7 +227,7 @@ PermitRootLogin prohibit-password
 StrictModes no
 MaxSessions 10
 LogLevel ERROR
-SetEnv PATH="{DEFAULT_PATH}"
+SetEnv PATH="{DEFAULT_PATH}" HOME="{base / "home"}"
 """
     )
     known = base / "known_hosts"

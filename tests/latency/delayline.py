@@ -93,7 +93,7 @@ class Link:
     box_if: str = ""
     peer_if: str = "tb0"
     stats: dict[str, int] = field(default_factory=lambda: {
-        "to_peer": 0, "to_box": 0, "dropped": 0, "dropped_syn": 0, "syn": 0,
+        "to_peer": 0, "to_box": 0, "dropped": 0, "dropped_syn": 0, "syn": 0, "ipv4_to_peer": 0,
     })
 
 
@@ -152,6 +152,7 @@ class DelayLine:
             except BlockingIOError:
                 return
             link.stats["to_peer"] += 1
+            link.stats["ipv4_to_peer"] += bool(pkt) and pkt[0] >> 4 == 4
             syn = is_syn(pkt)
             link.stats["syn"] += syn
             if link.loss_pct and rng.random() * 100.0 < link.loss_pct:
