@@ -19,7 +19,7 @@ import getpass
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from inferfit.api import Probe, Progress
 from inferfit.config import Config
 from inferfit.findings import Findings, FindingsError, ProbeResult, Status, Target
 from inferfit.hosts import SSHOptions, make_host
-from inferfit.hosts.base import HostError, Transport
+from inferfit.hosts.base import Host, HostError, Transport
 from inferfit.inventory import FleetTarget
 from inferfit.runner import run_check
 from inferfit.sshslice import ConfigSlicer
@@ -49,6 +49,7 @@ class HostOutcome:
     duration_s: float
     path: Path | None = None
     write_error: str | None = None
+    note: str | None = None  # e.g. sizing failed after a good check
 
     @property
     def reachable(self) -> bool:
@@ -113,12 +114,14 @@ async def run_fleet(
     selected: bool = False,
     on_done: Callable[[HostOutcome, int, int], None] | None = None,
     progress: Callable[[str, Progress], None] | None = None,
-    finish: Callable[[Findings], None] | None = None,
+    after_check: Callable[[Host, Findings], Awaitable[None]] | None = None,
 ) -> list[HostOutcome]:
     """Check every target, at most ``max_parallel`` at a time; never raises for one box.
 
-    ``finish`` may add sections (e.g. sizing) to a reachable box's findings
-    before it is written; ``on_done(outcome, done, total)`` reports each box.
+    ``after_check(host, findings)`` runs on a reachable box before its connection
+    closes and its findings are written (e.g. sizing adds [sizing]); if it raises,
+    the box keeps its findings and ``outcome.note`` says what went wrong.
+    ``on_done(outcome, done, total)`` reports each box.
     Outcomes come back in the order of ``targets``.
     """
     if max_parallel < 1:
@@ -138,7 +141,7 @@ async def run_fleet(
             options = dataclasses.replace(options, config_file=slicer.config_for(target.host))
         async with gate:
             outcome = await _check_one(target, probes, config, options, selected,
-                                       progress, finish)
+                                       progress, after_check)
         if export_dir is not None:
             path = export_dir / f"{stem}.toml"
             try:
@@ -172,7 +175,7 @@ async def _check_one(
     ssh_options: SSHOptions,
     selected: bool,
     progress: Callable[[str, Progress], None] | None,
-    finish: Callable[[Findings], None] | None,
+    after_check: Callable[[Host, Findings], Awaitable[None]] | None,
 ) -> HostOutcome:
     started = time.monotonic()
     options = ssh_options
@@ -191,13 +194,17 @@ async def _check_one(
         if progress is not None:
             progress(target.name, p)
 
+    note: str | None = None
     try:
         try:
             findings = await run_check(host, probes, config, report, selected=selected)
+            if after_check is not None:
+                try:
+                    await after_check(host, findings)
+                except Exception as exc:  # the box was checked; keep its findings
+                    note = f"after the check: {type(exc).__name__}: {exc}"
         finally:
             await host.close()
-        if finish is not None:
-            finish(findings)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # one box's failure never stops the others
@@ -205,7 +212,7 @@ async def _check_one(
         return HostOutcome(
             target, unreachable_findings(target, host.address, transport, exc, elapsed), elapsed
         )
-    return HostOutcome(target, findings, time.monotonic() - started)
+    return HostOutcome(target, findings, time.monotonic() - started, note=note)
 
 
 def fleet_exit_code(outcomes: Iterable[HostOutcome]) -> int:

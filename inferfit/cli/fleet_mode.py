@@ -19,7 +19,9 @@ from rich.table import Table
 
 from inferfit.cli import EXIT_UNKNOWN
 from inferfit.cli.common import config_error, load_config, ssh_options
+from inferfit.cli.size import SizingStep
 from inferfit.config import ConfigError
+from inferfit.findings import Findings
 from inferfit.fleet import (
     DEFAULT_MAX_PARALLEL,
     SUMMARY_COLUMNS,
@@ -29,6 +31,7 @@ from inferfit.fleet import (
     run_fleet,
     summary_row,
 )
+from inferfit.hosts import Host
 from inferfit.inventory import (
     FleetTarget,
     InventoryError,
@@ -98,13 +101,22 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args)
     except ConfigError as exc:
         return config_error(exc)
-    registry = Registry.collect(make_plugin_manager())
+    pm = make_plugin_manager()
+    registry = Registry.collect(pm)
     try:
         probes = select_probes(registry.probes, args.probe, config)
         targets = collect_targets(args)
+        sizing = SizingStep.load(getattr(args, "workload", None))
     except (UnknownProbeError, InventoryError, ValueError) as exc:
         print(f"inferfit: {exc}", file=sys.stderr)
         return EXIT_UNKNOWN
+
+    async def size_box(host: Host, findings: Findings) -> None:
+        if sizing.workload is None:
+            return
+        step = SizingStep(sizing.workload)  # per box: on_host reads its hf_config
+        await step.on_host(host)
+        step.apply(pm, findings)
     if not targets:
         print("inferfit: no targets: name boxes, or use --inventory / --hosts-from-ssh-config",
               file=sys.stderr)
@@ -124,12 +136,14 @@ def run(args: argparse.Namespace) -> int:
         what = f"could not check: {row.reason}" if row.status == "unreachable" else row.status
         print(f"inferfit: [{done}/{total}] {outcome.target.name}: {what} "
               f"({outcome.duration_s:.1f} s)", file=sys.stderr)
-        if outcome.write_error:
-            print(f"inferfit: {outcome.target.name}: {outcome.write_error}", file=sys.stderr)
+        for problem in (outcome.write_error, outcome.note):
+            if problem:
+                print(f"inferfit: {outcome.target.name}: {problem}", file=sys.stderr)
 
     outcomes = asyncio.run(run_fleet(
         targets, probes, config, ssh_options(args, config), max_parallel=max_parallel,
         export_dir=export_dir, selected=bool(args.probe), on_done=on_done,
+        after_check=size_box,
     ))
     rows = [summary_row(o.findings) for o in outcomes]
     code = fleet_exit_code(outcomes)

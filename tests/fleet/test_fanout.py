@@ -125,3 +125,18 @@ def test_fleet_refuses_single_export_file_and_bad_inventory(inferfit_cli, tmp_pa
     r = inferfit_cli("check", "--hosts-from-ssh-config", "gpu-*", "-F", str(cfg))
     assert r.returncode == 3
     assert "no Host alias matches 'gpu-*'" in r.stderr
+
+
+def test_fleet_with_a_workload_sizes_every_box(fleet_ssh_config, inferfit_cli, tmp_path):
+    workload = Path(__file__).resolve().parents[2] / "configs" / "workloads" / "nightly-batch.toml"
+    out = tmp_path / "out"
+    r = inferfit_cli("check", "-q", "-F", str(fleet_ssh_config.path), "--probe", "system",
+                     "--workload", str(workload), "--export-dir", str(out), "--json",
+                     "box01", "box02")
+    assert r.returncode != 3, r.stderr
+    rows = {h["host"]: h for h in json.loads(r.stdout)["hosts"]}
+    for name in ("box01", "box02"):
+        sizing = Findings.load(out / f"{name}.toml").sizing
+        assert sizing is not None
+        assert sizing["mode"] in ("realtime", "batch", "mixed", "split")
+        assert rows[name]["verdict"] == sizing["mode"]
