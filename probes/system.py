@@ -28,6 +28,11 @@ echo '@@meminfo'; grep -E '^(MemTotal|MemAvailable|SwapTotal|SwapFree):' /proc/m
 echo '@@loadavg'; cat /proc/loadavg 2>/dev/null
 echo '@@uptime'; cat /proc/uptime 2>/dev/null
 echo '@@df'; df -P -k -- "$@" 2>/dev/null
+echo '@@net'
+for d in /sys/class/net/*; do
+  [ -e "$d/device" ] || continue
+  printf '%s %s %s\n' "${d##*/}" "$(cat "$d/speed" 2>/dev/null || echo -)" "$(cat "$d/operstate" 2>/dev/null)"
+done
 echo '@@tools'
 for t in python3 fio nvidia-smi nginx curl ping systemctl docker; do
   p=$(command -v "$t" 2>/dev/null) && echo "$t $p"
@@ -125,6 +130,20 @@ def parse_system(text: str) -> dict[str, Any]:
         })
     if filesystems:
         out["filesystems"] = filesystems
+    nics = []
+    for line in sec.get("net", []):
+        parts = line.split()
+        if len(parts) >= 2:
+            nic: dict[str, Any] = {"name": parts[0], "state": parts[2] if len(parts) > 2 else ""}
+            # speed is -1 or unreadable on a link that is down or virtual
+            if parts[1].lstrip("-").isdigit() and int(parts[1]) > 0:
+                nic["speed_mbit"] = int(parts[1])
+            nics.append(nic)
+    if nics:
+        out["nics"] = nics
+        speeds = [n["speed_mbit"] for n in nics if "speed_mbit" in n and n["state"] == "up"]
+        if speeds:
+            out["link_mbit"] = max(speeds)
     tools = {}
     for line in sec.get("tools", []):
         name, _, path = line.partition(" ")

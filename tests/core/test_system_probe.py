@@ -33,6 +33,9 @@ def test_swapping_full_root_and_overload_warn() -> None:
     v = parse_system((FIX / "ubuntu-gpu-swapping.txt").read_text())
     assert v["cpu_model"] == "AMD EPYC 9454 48-Core Processor"
     assert v["swap_used_mib"] == round((8388604 - 7340028) / 1024, 1)
+    assert v["link_mbit"] == 100000  # fastest physical link that is up
+    assert [n["name"] for n in v["nics"]] == ["eno1", "ens5f0np0", "ens5f1np1"]
+    assert "speed_mbit" not in v["nics"][2]
     status, _summary, notes = judge(v, {"free_gib_warn": 20.0, "swap_used_mib_warn": 256.0})
     assert status == "warn"
     text = "\n".join(notes)
