@@ -31,7 +31,8 @@ echo '@@df'; df -P -k -- "$@" 2>/dev/null
 echo '@@net'
 for d in /sys/class/net/*; do
   [ -e "$d/device" ] || continue
-  printf '%s %s %s\n' "${d##*/}" "$(cat "$d/speed" 2>/dev/null || echo -)" "$(cat "$d/operstate" 2>/dev/null)"
+  speed=$(cat "$d/speed" 2>/dev/null || echo -)
+  printf '%s %s %s\n' "${d##*/}" "$speed" "$(cat "$d/operstate" 2>/dev/null)"
 done
 echo '@@tools'
 for t in python3 fio nvidia-smi nginx curl ping systemctl docker; do
