@@ -284,12 +284,15 @@ def main() -> int:
     server = start_sshd(base)
     global SERVER_PID
     SERVER_PID = server.proc.pid
-    results: dict[int, dict[str, Run]] = {}
+    results: dict[int, dict[str, Run]] = {n: {} for n in opts.sizes}
+    files = {n: write_targets(base, server, n) for n in opts.sizes}
     try:
-        for n in opts.sizes:
-            cfg, inv = write_targets(base, server, n)
-            row: dict[str, Run] = {}
-            for _ in range(max(opts.repeat, 1)):
+        # Sizes interleaved within each round, best of the rounds: a busy shared machine
+        # then slows every size alike instead of whichever ran during a burst.
+        for _ in range(max(opts.repeat, 1)):
+            for n in opts.sizes:
+                cfg, inv = files[n]
+                row = results[n]
                 r = inferfit_run(base, cfg, n, env)
                 if "inferfit" not in row or r.wall_s < row["inferfit"].wall_s:
                     row["inferfit"] = r
@@ -297,7 +300,8 @@ def main() -> int:
                     a = ansible_run(base, inv, n, env)
                     if "ansible" not in row or a.wall_s < row["ansible"].wall_s:
                         row["ansible"] = a
-            results[n] = row
+        for n in opts.sizes:
+            row = results[n]
             for tool, r in row.items():
                 print(f"{n:>4} targets  {tool:<8} wall {r.wall_s:6.2f} s  peak {r.peak_mib:7.1f} "
                       f"MiB  cpu {r.cpu_s:6.2f} s  sshd+sessions cpu {r.server_cpu_s:6.2f} s",

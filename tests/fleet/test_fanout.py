@@ -6,6 +6,8 @@ import json
 import tomllib
 from pathlib import Path
 
+import tomli_w
+
 from inferfit.findings import Findings
 
 
@@ -140,3 +142,34 @@ def test_fleet_with_a_workload_sizes_every_box(fleet_ssh_config, inferfit_cli, t
         assert sizing is not None
         assert sizing["mode"] in ("realtime", "batch", "mixed", "split")
         assert rows[name]["verdict"] == sizing["mode"]
+
+
+def test_hundred_boxes_from_an_inventory_then_compare_finds_the_odd_one(
+        fleet_sshd, inferfit_cli, tmp_path):
+    # The "done when": --inventory over 100 loopback targets writes 100 files
+    # and a summary; compare over the directory picks out the box that differs.
+    ssh_cfg = tmp_path / "ssh_config"
+    ssh_cfg.write_text(f"Host 127.0.0.1\n    UserKnownHostsFile {fleet_sshd.known_hosts}\n"
+                       "    StrictHostKeyChecking yes\n    IdentitiesOnly yes\n")
+    inv = tmp_path / "inv.ini"
+    inv.write_text(
+        f"[gpu]\nbox[001:100] ansible_host=127.0.0.1 ansible_port={fleet_sshd.port}\n"
+        f"[gpu:vars]\nansible_user={fleet_sshd.user}\n"
+        f"ansible_ssh_private_key_file={fleet_sshd.client_key}\n")
+    out = tmp_path / "out"
+    r = inferfit_cli("check", "-q", "-F", str(ssh_cfg), "--inventory", str(inv),
+                     "--probe", "system", "--export-dir", str(out), "--json", timeout=600)
+    assert r.returncode in (0, 1), r.stdout[-2000:] + r.stderr
+    hosts = json.loads(r.stdout)["hosts"]
+    assert [h["host"] for h in hosts] == [f"box{i:03d}" for i in range(1, 101)]
+    assert len(list(out.glob("box*.toml"))) == 100
+    odd = tomllib.loads((out / "box042.toml").read_text())
+    odd["target"]["cpu_cores"] = odd["probes"]["system"]["cpu_cores"] = 512
+    (out / "box042.toml").write_text(tomli_w.dumps(odd))
+    r = inferfit_cli("compare", str(out), "--only-diff", "--no-summary", "--json")
+    assert r.returncode == 1
+    odd_ones = json.loads(r.stdout)["odd_ones"]
+    assert {"target.cpu_cores", "probes.system.cpu_cores"} <= set(odd_ones["box042"])
+    # (a busy machine may flip another box's load warning: never by as many keys)
+    assert all(len(keys) < len(odd_ones["box042"])
+               for name, keys in odd_ones.items() if name != "box042")
