@@ -244,6 +244,7 @@ class Aggregator:
         self._tcache: dict[bytes, int] = {}
         self._tms: dict[bytes, tuple[int, int] | None] = {}
         self._ok: dict[str, set[bytes]] = {}  # raw tokens already found valid
+        self._names: set[str] = set()  # route names handed out (MAX_ROUTES, then "(other)")
         self._tz: bytes | None = None
         self.status: Counter[bytes] = Counter()
         # raw counters keyed by raw tokens, folded by _flush():
@@ -517,10 +518,10 @@ class Aggregator:
                     if u is None:
                         raise BadChunk(k)
                     name = route_of(u, b"")
-                if name not in self.routes and len(self.routes) >= MAX_ROUTES:
+                names = self._names
+                if name not in names and len(names) >= MAX_ROUTES:
                     name = "(other)"
-                if name not in self.routes:
-                    self.routes[name] = _Route()
+                names.add(name)
                 rc[k] = name
         return list(map(rc.__getitem__, keys))
 
@@ -541,7 +542,7 @@ class Aggregator:
             code = lf.strip("status", raw) or b"???"
             self.status[code] += c
             if name:
-                r = self.routes[name]
+                r = self.routes.get(name) or self.routes.setdefault(name, _Route())
                 r.n += c
                 if code[:1] == b"5":
                     r.c5 += c
@@ -552,7 +553,8 @@ class Aggregator:
             if got is not None:
                 self.rt.add(got[0], c)
                 if name:
-                    self.routes[name].hist.add(got[0], c)
+                    r = self.routes.get(name) or self.routes.setdefault(name, _Route())
+                    r.hist.add(got[0], c)
         for (rraw, uraw, sraw), c in self.c_up.items():
             up = ms("upstream_response_time", uraw)
             if up is not None:
@@ -619,7 +621,7 @@ class Aggregator:
         if window is not None and self.rt.n:
             out["concurrency_littles_law"] = round(
                 self.lines / window * self.rt.total / self.rt.n / 1000, 3)
-        routes = sorted(self.routes.items(), key=lambda kv: -kv[1].n)[:TOP_ROUTES]
+        routes = sorted(self.routes.items(), key=lambda kv: (-kv[1].n, kv[0]))[:TOP_ROUTES]
         top = []
         for name, r in routes:
             row: dict[str, Any] = {"route": name, "requests": r.n, "status_4xx": r.c4,

@@ -236,3 +236,25 @@ def test_huge_lines_are_counted_bad(tmp_path):
     got = aggregate_file(str(log), LogFormat(AI_API_TEXT), None)
     assert got["lines"] == 20
     assert got["bad_lines"] == 2
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fuzz_fast_path_agrees_with_line_by_line(data):
+    """Mutated fixture lines: the chunked fast path and the reference give the same figures."""
+    for fmt, path in ((AI_API_TEXT, AI_LOG), (COMBINED, COMBINED_LOG)):
+        lines = path.read_bytes().splitlines()[:200]
+        for _ in range(data.draw(st.integers(0, 4))):
+            i = data.draw(st.integers(0, len(lines) - 1))
+            line = lines[i]
+            pos = data.draw(st.integers(0, len(line) - 1))
+            byte = data.draw(st.sampled_from([b" ", b'"', b"-", b"x", b"9", b",", b"\xff", b""]))
+            lines[i] = line[:pos] + byte + line[pos + 1:]
+        block = b"\n".join(lines)
+        fast, slow = Aggregator(LogFormat(fmt)), Aggregator(LogFormat(fmt))
+        fast.feed(block)
+        slow._slow(block.replace(b", ", b",") if slow.fold else block)
+        a, b = fast.result(), slow.result()
+        for key in ("lines", "bad_lines", "status_counts", "request_time_ms_p99",
+                    "upstream_retries", "qps_peak", "bandwidth_mbit_peak", "routes"):
+            assert a.get(key) == b.get(key), key
