@@ -319,3 +319,9 @@ def cli_in_ns(home: Path, tmp_path: Path) -> Any:
 @pytest.fixture
 def link_spec() -> type[LinkSpec]:
     return LinkSpec
+
+
+@pytest.fixture
+def lab_factory() -> Any:
+    """The context manager itself, for tests of the fixture's own teardown."""
+    return make_lab
