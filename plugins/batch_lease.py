@@ -196,6 +196,7 @@ lr "$d/$2"
 # The controller's shell functions come first: ``pre K ENTRY...`` (print "refuse ..."
 # lines and fail to refuse: nothing changed yet) and ``apply K ENTRY...`` (pause the
 # first K entries, resume the rest). The lease and the watchdog exist before apply.
+# ``show ENTRY...`` may print the state after the pause (the default prints nothing).
 _PAUSE_BODY = r"""
 wd=$1; ldir=$2; lname=$3; tok=$4; ttl=$5; kind=$6; k=$7
 shift 7
@@ -212,6 +213,7 @@ fi
 apply "$k" "$@"
 ulk
 echo "paused"
+show "$@"
 lr "$lease"
 """
 
@@ -231,8 +233,8 @@ echo "resumed"
 
 
 def pause_script(kind_functions: str) -> str:
-    """The complete pause script for a controller's ``pre``/``apply`` shell functions."""
-    return PRELUDE + kind_functions + _PAUSE_BODY
+    """The complete pause script for a controller's ``pre``/``apply``/``show`` functions."""
+    return PRELUDE + "show() { :; }\n" + kind_functions + _PAUSE_BODY
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,13 @@ lr "${ldir:-$HOME/.cache/inferfit/batch}/$lname"
 """
 
 _FUNCS = r"""
+show() {
+  for _e; do
+    _p=${_e%%:*}
+    _x=$(pst "$_p") || continue
+    printf 'pid %s %s %.160s\n' "$_p" "$_x" "$(tr '\0' ' ' <"/proc/$_p/cmdline" 2>/dev/null)"
+  done
+}
 pre() {
   shift
   _perm=""
@@ -302,7 +309,7 @@ class SignalController:
                                kind="pause_failed")
         notes = tuple(f"could not signal pid {line[5:]}" for line in lines
                       if line.startswith("fail "))
-        _, _, after = await self.select(host, opts)
+        after = parse_selection(done.stdout)  # the script printed the state it left
         return self._state(mode, value, name, after, notes)
 
     async def resume(self, host: Host, options: Mapping[str, Any]) -> ControllerState:

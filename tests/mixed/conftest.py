@@ -227,3 +227,27 @@ class Mixed:
 @pytest.fixture
 def mx() -> type[Mixed]:
     return Mixed
+
+
+@pytest.fixture
+def private_sshd(sshd_factory: Callable[..., object], tmp_path: Path) -> Callable[..., object]:
+    """A private sshd whose sessions get an empty HOME.
+
+    Tests that SIGKILL an sshd and its sessions must not catch a login shell halfway
+    through its rc files (on this machine ~/.bashrc runs `pyenv init`, whose lock file a
+    killed shell would leave behind for every later SSH session).
+    """
+
+    def start(**kwargs: object) -> object:
+        home = tmp_path / f"session-home-{uuid.uuid4().hex[:6]}"
+        home.mkdir()
+        setenv = {"HOME": str(home), **dict(kwargs.pop("setenv", {}) or {})}  # type: ignore[call-overload]
+        return sshd_factory(setenv=setenv, **kwargs)
+
+    return start
+
+
+@pytest.fixture
+def box(private_sshd: Callable[..., object]) -> object:
+    """The box the tests drive: a real OpenSSH sshd on 127.0.0.1 (see private_sshd)."""
+    return private_sshd()

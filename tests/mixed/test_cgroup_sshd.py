@@ -21,12 +21,12 @@ def _frozen(path) -> bool:
 
 
 @pytest.mark.parametrize("version", ["v2", "v1"])
-async def test_freeze_thaw_and_lease_expiry(version, request, sshd, workers, lease_dir, mx):
+async def test_freeze_thaw_and_lease_expiry(version, request, box, workers, lease_dir, mx):
     cg = request.getfixturevalue(f"cgroup_{version}")
     batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 2, cgroup=cg)
     outside = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 1)
     opts = _opts(lease_dir, cg)
-    host = mx.host(sshd)
+    host = mx.host(box)
     try:
         assert (await CGROUP.status(host, opts)).state == "running"
         paused = await CGROUP.pause(host, opts)
@@ -51,11 +51,11 @@ async def test_freeze_thaw_and_lease_expiry(version, request, sshd, workers, lea
         await host.close()
 
 
-async def test_throttle_across_cgroups_and_refusals(sshd, workers, lease_dir, cgroup_v2,
+async def test_throttle_across_cgroups_and_refusals(box, workers, lease_dir, cgroup_v2,
                                                      cgroup_v1, tmp_path, mx):
     workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 1, cgroup=cgroup_v2)
     workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 1, cgroup=cgroup_v1)
-    host = mx.host(sshd)
+    host = mx.host(box)
     try:
         both = _opts(lease_dir, f"{cgroup_v2} {cgroup_v1}")
         half = await CGROUP.pause(host, both, fraction=0.5)
@@ -83,10 +83,10 @@ async def test_throttle_across_cgroups_and_refusals(sshd, workers, lease_dir, cg
         await host.close()
 
 
-async def test_a_cgroup_holding_our_own_shell_is_refused(sshd_factory, lease_dir, cgroup_v2,
+async def test_a_cgroup_holding_our_own_shell_is_refused(private_sshd, lease_dir, cgroup_v2,
                                                         workers, mx):
     """Freezing the cgroup of the SSH session would freeze the watchdog too: never."""
-    server = sshd_factory()
+    server = private_sshd()
     # sessions of this sshd start inside the test cgroup, next to a batch worker
     (cgroup_v2 / "cgroup.procs").write_text(str(server.proc.pid))
     batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 1, cgroup=cgroup_v2)

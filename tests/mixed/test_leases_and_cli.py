@@ -30,67 +30,67 @@ def _cfg(mx, tmp_path, workers, lease_dir, batch, **kw):
     return mx.config(tmp_path / "batch.toml", **table)
 
 
-def test_cli_status_pause_resume_exit_codes(sshd, inferfit_cli, workers, lease_dir, tmp_path,
+def test_cli_status_pause_resume_exit_codes(box, inferfit_cli, workers, lease_dir, tmp_path,
                                             mx):
     batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 2)
     cfg = str(_cfg(mx, tmp_path, workers, lease_dir, batch))
-    r = inferfit_cli("batch", "status", "--config", cfg, *sshd.cli())
+    r = inferfit_cli("batch", "status", "--config", cfg, *box.cli())
     assert r.returncode == 0, r.stderr
     assert "running" in r.stdout
     assert all(str(w.pid) in r.stdout for w in batch)
 
-    r = inferfit_cli("batch", "pause", "--config", cfg, *sshd.cli())  # no --yes, no tty
+    r = inferfit_cli("batch", "pause", "--config", cfg, *box.cli())  # no --yes, no tty
     assert r.returncode == 2
     assert "opt-in" in r.stderr
     assert "--yes" in r.stderr
     assert all(w.state() != "T" for w in batch)
 
-    r = inferfit_cli("batch", "pause", "--yes", "--lease", "30", "--config", cfg, *sshd.cli())
+    r = inferfit_cli("batch", "pause", "--yes", "--lease", "30", "--config", cfg, *box.cli())
     assert r.returncode == 0, r.stderr
     assert all(w.state() == "T" for w in batch)
     assert "resumes by itself in 30 s" in r.stderr
 
-    r = inferfit_cli("batch", "status", "--json", "--config", cfg, *sshd.cli())
+    r = inferfit_cli("batch", "status", "--json", "--config", cfg, *box.cli())
     assert r.returncode == 1
     doc = json.loads(r.stdout)
     assert doc["state"] == "paused"
     assert doc["lease"]["watchdog_alive"] is True
     assert 20 < doc["lease"]["expires_in_s"] <= 30
 
-    r = inferfit_cli("batch", "throttle", "--yes", "--config", cfg, *sshd.cli())
+    r = inferfit_cli("batch", "throttle", "--yes", "--config", cfg, *box.cli())
     assert r.returncode == 0, r.stderr
     assert sum(w.state() == "T" for w in batch) == 1
 
-    r = inferfit_cli("batch", "resume", "--config", cfg, *sshd.cli())
+    r = inferfit_cli("batch", "resume", "--config", cfg, *box.cli())
     assert r.returncode == 0, r.stderr
     assert all(w.state() != "T" for w in batch)
     assert all(w.progressing() for w in batch)
 
 
-def test_cli_refusals(sshd, inferfit_cli, workers, lease_dir, tmp_path, mx):
-    r = inferfit_cli("batch", "pause", "--yes", *sshd.cli())  # no [batch] config at all
+def test_cli_refusals(box, inferfit_cli, workers, lease_dir, tmp_path, mx):
+    r = inferfit_cli("batch", "pause", "--yes", *box.cli())  # no [batch] config at all
     assert r.returncode == 2
     assert "not configured" in r.stderr
     cfg = mx.config(tmp_path / "c.toml", controller="signal",
                     pidfile=str(tmp_path / "missing.pid"), lease_dir=str(lease_dir))
-    r = inferfit_cli("batch", "pause", "--yes", "--config", str(cfg), *sshd.cli())
+    r = inferfit_cli("batch", "pause", "--yes", "--config", str(cfg), *box.cli())
     assert r.returncode == 2
     assert "does not exist" in r.stderr
     r = inferfit_cli("batch", "status", "--config", str(cfg), "-F",
-                     str(sshd.ssh_config), "nonexistent.invalid")
+                     str(box.ssh_config), "nonexistent.invalid")
     assert r.returncode in (2, 3)
     cfg = mx.config(tmp_path / "bad.toml", controller="signal", lease_s="soon")
-    r = inferfit_cli("batch", "status", "--config", str(cfg), *sshd.cli())
+    r = inferfit_cli("batch", "status", "--config", str(cfg), *box.cli())
     assert r.returncode == 3
     assert "lease_s" in r.stderr
 
 
 def test_cli_killed_while_holding_a_pause_resumes_within_the_lease(
-        sshd, home, workers, lease_dir, tmp_path, mx):
+        box, home, workers, lease_dir, tmp_path, mx):
     batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 2)
     cfg = str(_cfg(mx, tmp_path, workers, lease_dir, batch))
     proc = subprocess.Popen([EXE, "batch", "pause", "--hold", "--yes", "--config", cfg,
-                             *sshd.cli()], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             *box.cli()], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=dict(os.environ))
     try:
         assert mx.wait_for(lambda: all(w.state() == "T" for w in batch), 30), \
@@ -110,11 +110,11 @@ def test_cli_killed_while_holding_a_pause_resumes_within_the_lease(
             proc.wait(10)
 
 
-def test_hold_resumes_on_sigterm(sshd, home, workers, lease_dir, tmp_path, mx):
+def test_hold_resumes_on_sigterm(box, home, workers, lease_dir, tmp_path, mx):
     batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 1)
     cfg = str(_cfg(mx, tmp_path, workers, lease_dir, batch, lease_s=60))
     proc = subprocess.Popen([EXE, "batch", "pause", "--hold", "--yes", "--config", cfg,
-                             *sshd.cli()], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             *box.cli()], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert mx.wait_for(lambda: batch[0].state() == "T", 30)
         proc.terminate()
@@ -127,8 +127,8 @@ def test_hold_resumes_on_sigterm(sshd, home, workers, lease_dir, tmp_path, mx):
 
 
 async def test_ssh_connection_cut_while_paused_resumes_within_the_lease(
-        sshd_factory, workers, lease_dir, tmp_path, mx):
-    server = sshd_factory()
+        private_sshd, workers, lease_dir, tmp_path, mx):
+    server = private_sshd()
     batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 2)
     opts = {"controller": "signal", "pidfile": str(workers.pidfile("b.pid", batch)),
             "lease_s": TTL, "lease_dir": str(lease_dir)}
@@ -150,11 +150,12 @@ async def test_ssh_connection_cut_while_paused_resumes_within_the_lease(
     assert session.renew_error  # the console can show why the lease was not renewed
 
 
-async def test_twenty_pause_resume_cycles_leave_nothing_frozen(sshd, workers, lease_dir, mx):
+async def test_twenty_pause_resume_cycles_leave_nothing_frozen(private_sshd, workers, lease_dir,
+                                                               mx):
     batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 3)
     opts = {"controller": "signal", "pidfile": str(workers.pidfile("b.pid", batch)),
             "lease_s": 30, "lease_dir": str(lease_dir)}
-    host = mx.host(sshd)
+    host = mx.host(private_sshd())
     session = BatchSession(host, SIGNAL, opts)
     try:
         for i in range(20):
@@ -171,7 +172,7 @@ async def test_twenty_pause_resume_cycles_leave_nothing_frozen(sshd, workers, le
 
 
 async def test_console_seam_toggles_counts_down_and_resumes_on_close(
-        sshd, workers, lease_dir, tmp_path, mx):
+        box, workers, lease_dir, tmp_path, mx):
     batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 2)
     cfg = _cfg(mx, tmp_path, workers, lease_dir, batch, lease_s=60)
     registry = Registry.collect(make_plugin_manager())
@@ -182,7 +183,7 @@ async def test_console_seam_toggles_counts_down_and_resumes_on_close(
     control = ConsoleBatchControl.from_config(Config.load(cfg, include_user=False,
                                                           include_project=False), registry)
     assert control is not None
-    host = mx.host(sshd)
+    host = mx.host(box)
     try:
         view = await control.status(host, "box")
         assert view.configured

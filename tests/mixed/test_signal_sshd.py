@@ -19,12 +19,12 @@ def _opts(lease_dir, **kw):
     return {"controller": "signal", "lease_s": 3, "lease_dir": str(lease_dir), **kw}
 
 
-async def test_pattern_pauses_exactly_the_selection_and_resumes(sshd, workers, lease_dir, mx):
+async def test_pattern_pauses_exactly_the_selection_and_resumes(box, workers, lease_dir, mx):
     marker = f"ifx-{uuid.uuid4().hex[:8]}"
     batch = workers.start(marker, 3)
     near = workers.start(marker + "x", 1) + workers.start(marker[:-1], 1)
     opts = _opts(lease_dir, pattern=workers.pattern(marker))
-    host = mx.host(sshd)
+    host = mx.host(box)
     try:
         before = await SIGNAL.status(host, opts)
         assert before.state == "running"
@@ -47,10 +47,10 @@ async def test_pattern_pauses_exactly_the_selection_and_resumes(sshd, workers, l
         await host.close()
 
 
-async def test_near_miss_pattern_is_refused_and_touches_nothing(sshd, workers, lease_dir, mx):
+async def test_near_miss_pattern_is_refused_and_touches_nothing(box, workers, lease_dir, mx):
     marker = f"ifx-{uuid.uuid4().hex[:8]}"
     batch = workers.start(marker, 2)
-    host = mx.host(sshd)
+    host = mx.host(box)
     try:
         near_misses = (
             workers.pattern(marker[:-1]),  # one character short
@@ -70,9 +70,9 @@ async def test_near_miss_pattern_is_refused_and_touches_nothing(sshd, workers, l
         await host.close()
 
 
-async def test_a_too_broad_pattern_is_refused(sshd, workers, lease_dir, mx):
+async def test_a_too_broad_pattern_is_refused(box, workers, lease_dir, mx):
     batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 1)
-    host = mx.host(sshd)
+    host = mx.host(box)
     try:
         with pytest.raises(BatchRefused) as info:
             await SIGNAL.pause(host, _opts(lease_dir, pattern=".*"))
@@ -83,11 +83,11 @@ async def test_a_too_broad_pattern_is_refused(sshd, workers, lease_dir, mx):
         await host.close()
 
 
-async def test_pidfile_and_throttle_fraction(sshd, workers, lease_dir, mx):
+async def test_pidfile_and_throttle_fraction(box, workers, lease_dir, mx):
     batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 4)
     pidfile = workers.pidfile("batch.pid", batch)
     opts = _opts(lease_dir, pidfile=str(pidfile))
-    host = mx.host(sshd)
+    host = mx.host(box)
     try:
         half = await SIGNAL.pause(host, opts, fraction=0.5)
         assert half.state == "partly_paused"
@@ -106,11 +106,11 @@ async def test_pidfile_and_throttle_fraction(sshd, workers, lease_dir, mx):
         await host.close()
 
 
-async def test_cgroup_members_selection(sshd, workers, lease_dir, cgroup_v2, mx):
+async def test_cgroup_members_selection(box, workers, lease_dir, cgroup_v2, mx):
     inside = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 2, cgroup=cgroup_v2)
     outside = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 1)
     opts = _opts(lease_dir, cgroup=str(cgroup_v2))
-    host = mx.host(sshd)
+    host = mx.host(box)
     try:
         state = await SIGNAL.pause(host, opts)
         assert state.state == "paused"
@@ -122,8 +122,8 @@ async def test_cgroup_members_selection(sshd, workers, lease_dir, cgroup_v2, mx)
         await host.close()
 
 
-async def test_missing_targets_are_refused_clearly(sshd, workers, lease_dir, tmp_path, mx):
-    host = mx.host(sshd)
+async def test_missing_targets_are_refused_clearly(box, workers, lease_dir, tmp_path, mx):
+    host = mx.host(box)
     try:
         with pytest.raises(BatchRefused) as info:
             await SIGNAL.pause(host, _opts(lease_dir, pidfile=str(tmp_path / "nope.pid")))
@@ -149,10 +149,10 @@ async def test_missing_targets_are_refused_clearly(sshd, workers, lease_dir, tmp
         await host.close()
 
 
-async def test_lease_expiry_resumes_and_renew_extends(sshd, workers, lease_dir, mx):
+async def test_lease_expiry_resumes_and_renew_extends(box, workers, lease_dir, mx):
     batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 2)
     opts = _opts(lease_dir, pidfile=str(workers.pidfile("b.pid", batch)))
-    host = mx.host(sshd)
+    host = mx.host(box)
     try:
         from inferfit.plugins import batch_lease
 
@@ -193,9 +193,9 @@ def nobody_sleeper():
 
 
 @pytest.fixture
-def sshd_without_cap_kill(sshd_factory):
+def sshd_without_cap_kill(private_sshd):
     """A private sshd whose sessions lack CAP_KILL: root that may only signal its own uid."""
-    server = sshd_factory()
+    server = private_sshd()
     server.stop()
     log = (server.dir / "sshd-nokill.log").open("wb")
     server.proc = subprocess.Popen(

@@ -23,11 +23,11 @@ UNIT = "batch-worker.service"
 
 
 @pytest.fixture
-def fake(sshd_factory, tmp_path):
+def fake(private_sshd, tmp_path):
     d = tmp_path / "fake"
     (d / "units").mkdir(parents=True)
     (d / "containers").mkdir()
-    server = sshd_factory(path_prepend=[FIX / "bin"], setenv={"FAKE_DIR": str(d)})
+    server = private_sshd(path_prepend=[FIX / "bin"], setenv={"FAKE_DIR": str(d)})
     return server, d
 
 
