@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from inferfit.probes.nginx_agg import Aggregator, aggregate_file, bucket, bucket_value, route_of
+from inferfit.probes.nginx_agg import (
+    Aggregator,
+    aggregate_file,
+    bucket,
+    bucket_value,
+    parse_when,
+    parse_window,
+    route_of,
+)
 from inferfit.probes.nginx_conf import parse_masters, parse_nginx_t, tokenize
 from inferfit.probes.nginx_format import COMBINED, LogFormat
 
@@ -258,3 +266,32 @@ def test_fuzz_fast_path_agrees_with_line_by_line(data):
         for key in ("lines", "bad_lines", "status_counts", "request_time_ms_p99",
                     "upstream_retries", "qps_peak", "bandwidth_mbit_peak", "routes"):
             assert a.get(key) == b.get(key), key
+
+
+def test_since_until_and_local_time_windows(tmp_path):
+    lf = LogFormat(COMBINED)
+    # 04:47:54 .. 04:48:10 in the fixture; keep 04:48:00 <= t < 04:48:05
+    got = aggregate_file(str(COMBINED_LOG), lf, None, since=parse_when("2026-11-30T04:48:00Z"),
+                         until=parse_when("2026-11-30T04:48:05+00:00"))
+    want = sum(1 for line in COMBINED_LOG.read_text().splitlines()
+               if "04:48:00" <= line.split("[", 1)[1][12:20] < "04:48:05")
+    assert got["lines"] == want > 0
+    assert got["window_s"] == 5
+    assert got["lines_outside_window"] == 3519 - want
+    assert parse_window("1h") == 3600
+    assert parse_window("all") is None
+    with pytest.raises(ValueError, match="window"):
+        parse_window("soon")
+
+
+def test_empty_and_all_bad_logs(tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    got = aggregate_file(str(empty), LogFormat(COMBINED), 900)
+    assert got["lines"] == 0
+    assert got["bad_lines"] == 0
+    junk = tmp_path / "junk.log"
+    junk.write_bytes(b"not a log line\n" * 10 + b"\n")
+    got = aggregate_file(str(junk), LogFormat(COMBINED), 900)
+    assert got["lines"] == 0
+    assert got["bad_lines"] == 11
