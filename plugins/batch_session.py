@@ -203,6 +203,14 @@ class ConsoleBatchControl:
                                               self.options)
         return self.sessions[key]
 
+    def view(self, host: Host) -> BatchView | None:
+        """The header line without any I/O (countdown recomputed locally); None if unknown."""
+        key = f"{host.transport}:{host.address}"
+        session = self.sessions.get(key)
+        if session is None or session.state is None:
+            return None
+        return self._view(session)
+
     def _view(self, session: BatchSession) -> BatchView:
         from inferfit.tui.batch import BatchView
 
