@@ -265,7 +265,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 100])
     ap.add_argument("--no-ansible", action="store_true", help="time inferfit only")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per size (best is reported)")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds (best per size is reported)")
     opts = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="inferfit-fanout-"))
     home = base / "home"
