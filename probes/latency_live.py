@@ -1,10 +1,11 @@
 """Live mode of the latency probe: a rolling window per region at 1 Hz.
 
 The box runs latency_agent.py in continuous mode (``samples = 0``) over one SSH
-channel; each second the console gets one Sample with, per region, the median
-RTT of that second, p50/p95 and loss over the window, and the per-second history
-(sparkline data). Closing the iterator closes the channel, which ends the agent
-(it also stops by itself after ``live_max_s``). Keys: docs/latency.md.
+channel, and ``ping`` for ICMP targets; each second the console gets one Sample
+with, per region, the median RTT of that second, p50/p95 and loss over the window,
+and the per-second history (sparkline data). Closing the iterator closes the
+channels, which ends the commands on the box (the agent also stops by itself
+after ``live_max_s``). Keys: docs/latency.md.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import statistics
 import time
 from collections import deque
@@ -26,6 +28,7 @@ from inferfit.probes.latency_stats import (
     parse_regions,
     percentile,
 )
+from inferfit.probes.ping_parse import PING_REPLY
 
 from inferfit.api import ProbeContext, Sample
 from inferfit.hosts.base import Host, HostError
@@ -65,6 +68,47 @@ class _Window:
         return row
 
 
+async def _consume(lines: AsyncIterator[str], handle: Callable[[str], None]) -> None:
+    try:
+        async for line in lines:
+            handle(line)
+    finally:
+        if isinstance(lines, AsyncGenerator):
+            await lines.aclose()  # ends the command on the box
+
+
+def _agent_handler(windows: list[_Window], regions_of: list[int], seen: dict[str, int],
+                   clock: Callable[[], float]) -> Callable[[str], None]:
+    def handle(line: str) -> None:
+        with contextlib.suppress(ValueError):
+            ev = json.loads(line)
+            t = ev.get("t") if isinstance(ev, dict) else None
+            if ev.get("ev") == "s" and isinstance(t, int) and 0 <= t < len(regions_of):
+                seen["tcp"] = seen.get("tcp", 0) + 1
+                rtt = ev.get("ms") if ev.get("k") in ("ok", "refused") else None
+                windows[regions_of[t]].add(clock(), rtt)
+    return handle
+
+
+def _ping_handler(window: _Window, seen: dict[str, int],
+                  clock: Callable[[], float]) -> Callable[[str], None]:
+    last: list[int] = []
+
+    def handle(line: str) -> None:
+        m = PING_REPLY.search(line)
+        if not m or "(DUP!)" in line:
+            return
+        seq = int(m.group(1))
+        seen["icmp"] = seen.get("icmp", 0) + 1
+        if last and seq > last[0] + 1:  # the gap in icmp_seq: lost echoes
+            for _ in range(min(seq - last[0] - 1, 1000)):
+                window.add(clock(), None)
+        if not last or seq > last[0]:
+            last[:] = [seq]
+        window.add(clock(), float(m.group(2)))
+    return handle
+
+
 async def watch_regions(
     host: Host, ctx: ProbeContext, *, clock: Callable[[], float] = time.monotonic,
     period_s: float = 1.0,
@@ -76,49 +120,46 @@ async def watch_regions(
         yield Sample("latency", {"regions": [], "error": f"config: {exc}"})
         return
     windows = [_Window(r.name) for r in regions]
-    targets: list[tuple[int, TargetSpec]] = [
+    tcp: list[tuple[int, TargetSpec]] = [
         (n, t) for n, r in enumerate(regions) for t in r.targets if t.port is not None
     ]
-    notes = [f"{t.text}: live mode times TCP only" for r in regions for t in r.targets
-             if t.port is None]
-    if not targets:
-        yield Sample("latency", {"regions": [w.sample(clock(), settings.live_window_s)
-                                             for w in windows], "notes": notes})
-        return
-    argv = agent_argv([(t.host, int(t.port or 0)) for _, t in targets], settings, 0,
-                      max_s=float(ctx.options.get("live_max_s", 3600.0)))
-
-    async def read() -> None:
-        lines = host.stream(argv, stdin=agent_source())
-        try:
-            async for line in lines:
-                with contextlib.suppress(ValueError):
-                    ev = json.loads(line)
-                    if isinstance(ev, dict) and ev.get("ev") == "s" and 0 <= ev["t"] < len(targets):
-                        rtt = ev.get("ms") if ev.get("k") in ("ok", "refused") else None
-                        windows[targets[ev["t"]][0]].add(clock(), rtt)
-        finally:
-            if isinstance(lines, AsyncGenerator):
-                await lines.aclose()
-
-    reader = asyncio.create_task(read())
+    icmp = [(n, t) for n, r in enumerate(regions) for t in r.targets if t.port is None]
+    seen: dict[str, int] = {}
+    readers: list[asyncio.Task[None]] = []
+    if tcp:
+        argv = agent_argv([(t.host, int(t.port or 0)) for _, t in tcp], settings, 0,
+                          max_s=float(ctx.options.get("live_max_s", 3600.0)))
+        handle = _agent_handler(windows, [n for n, _ in tcp], seen, clock)
+        readers.append(asyncio.create_task(
+            _consume(host.stream(argv, stdin=agent_source()), handle)))
+    gap = f"{max(settings.interval_ms / 1000, 0.2):g}"  # iputils: 0.2 s at least
+    wait = str(max(1, math.ceil(settings.timeout_ms / 1000)))
+    for n, spec in icmp:
+        argv = ["ping", "-i", gap, "-W", wait, spec.host]
+        readers.append(asyncio.create_task(
+            _consume(host.stream(argv), _ping_handler(windows[n], seen, clock))))
     try:
         next_tick = clock() + period_s
         while True:
             await asyncio.sleep(max(0.0, next_tick - clock()))
             next_tick += period_s
-            if reader.done() and reader.exception() is not None:
-                raise reader.exception()  # type: ignore[misc]
+            for reader in readers:
+                if reader.done() and reader.exception() is not None:
+                    raise reader.exception()  # type: ignore[misc]
             values: dict[str, Any] = {
                 "regions": [w.sample(clock(), settings.live_window_s) for w in windows],
                 "window_s": settings.live_window_s,
             }
-            if notes:
-                values["notes"] = notes
+            stopped = [r for r in readers if r.done()]
+            if stopped:
+                values["notes"] = [
+                    f"{len(stopped)} live timer(s) on the box stopped "
+                    f"(TCP needs python3, ICMP needs ping; seen: {seen or 'nothing'})"
+                ]
             yield Sample("latency", values)
     finally:
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError, HostError):
-            await reader
-
-
+        for reader in readers:
+            reader.cancel()
+        for reader in readers:
+            with contextlib.suppress(asyncio.CancelledError, HostError):
+                await reader

@@ -13,7 +13,7 @@ from inferfit.probes.latency_stats import SampleSet
 
 # iputils: "64 bytes from 10.0.0.2: icmp_seq=3 ttl=64 time=40.2 ms"
 # busybox: "64 bytes from 10.0.0.2: seq=2 ttl=64 time=40.213 ms"
-_REPLY = re.compile(r"(?:icmp_seq|seq)=(\d+)\b.*?\btime[=<]\s*([\d.]+)\s*ms")
+PING_REPLY = re.compile(r"(?:icmp_seq|seq)=(\d+)\b.*?\btime[=<]\s*([\d.]+)\s*ms")
 # iputils: "20 packets transmitted, 19 received, +1 errors, 5% packet loss, time 3805ms"
 # busybox: "10 packets transmitted, 10 packets received, 0% packet loss"
 _SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received")
@@ -46,7 +46,7 @@ def parse_ping(text: str, expected: int | None = None) -> SampleSet:
     for line in text.splitlines():
         if "(DUP!)" in line:
             continue
-        m = _REPLY.search(line)
+        m = PING_REPLY.search(line)
         if m:
             seen.setdefault(int(m.group(1)), float(m.group(2)))
     out.rtts_ms = [seen[k] for k in sorted(seen)]

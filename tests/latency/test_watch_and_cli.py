@@ -44,6 +44,25 @@ async def wait_gone(pids: set[int]) -> set[int]:
     return pids & agent_pids()
 
 
+async def wait_gone_ping(address: str) -> set[int]:
+    """PIDs of `ping ... ADDRESS` still running after a bounded wait (ours: netns address)."""
+    def pings() -> set[int]:
+        found = set()
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    argv = (entry / "cmdline").read_bytes().split(b"\0")
+                    if argv[0].endswith(b"ping") and address.encode() in argv:
+                        found.add(int(entry.name))
+        return found
+
+    for _ in range(100):
+        if not pings():
+            return set()
+        await asyncio.sleep(0.1)
+    return pings()
+
+
 @pytest.fixture
 def listener() -> Iterator[int]:
     """A TCP listener on 127.0.0.1 (the kernel answers the handshakes)."""
@@ -87,23 +106,25 @@ async def test_watch_rolls_at_1hz_and_stops_cleanly(regions_lab: Any) -> None:
     assert last["near"]["loss_pct"] == 0
     assert len(last["near"]["history_ms"]) == 4  # sparkline: one value per tick
     assert last["near"]["samples"] >= 20
-    assert "rtt_ms" not in last["ping-only"]
-    assert any("TCP only" in n for n in samples[-1].values["notes"])
+    assert abs(last["ping-only"]["rtt_ms_p50"] - 180) <= 3  # ICMP, streamed from ping
+    assert "notes" not in samples[-1].values
     assert running, "the live agent was not running on the box"
     assert not await wait_gone(running), "the live agent outlived aclose()"
+    assert not await wait_gone_ping(regions_lab.peer_ip("far")), "live ping outlived aclose()"
 
 
 async def test_watch_over_real_sshd_stops_the_remote_agent(sshd: Any, home: Path,
                                                           listener: int) -> None:
     before = agent_pids()
     host = SSHHost("box", SSHOptions(config_file=str(sshd.ssh_config)))
-    ctx = ctx_for([{"name": "lo", "targets": [f"127.0.0.1:{listener}"]}], interval_ms=100.0)
+    ctx = ctx_for([{"name": "lo", "targets": [f"127.0.0.1:{listener}"]},
+                   {"name": "lo-icmp", "targets": ["127.0.0.83"]}], interval_ms=100.0)
     try:
         stream = LatencyProbe().watch(host, ctx)
         first = await anext(stream)  # type: ignore[call-overload]
         for _ in range(20):  # a loaded machine may deliver nothing in some seconds
             second = await anext(stream)  # type: ignore[call-overload]
-            if "rtt_ms" in second.values["regions"][0]:
+            if all("rtt_ms" in r for r in second.values["regions"]):
                 break
         running = agent_pids() - before
         await stream.aclose()  # type: ignore[attr-defined]
@@ -111,8 +132,10 @@ async def test_watch_over_real_sshd_stops_the_remote_agent(sshd: Any, home: Path
         await host.close()
     assert first.values["regions"][0]["name"] == "lo"
     assert second.values["regions"][0]["rtt_ms"] < 50
+    assert second.values["regions"][1]["rtt_ms"] < 50  # ping over SSH
     assert running
     assert not await wait_gone(running)
+    assert not await wait_gone_ping("127.0.0.83"), "the remote ping outlived aclose()"
 
 
 async def test_hostile_hosts_over_ssh_stay_data(sshd: Any, home: Path, tmp_path: Path) -> None:
