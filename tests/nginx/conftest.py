@@ -2,8 +2,8 @@
 
 nginx runs with its own prefix, config, pid file and logs in a temp dir, in the
 foreground (``daemon off``), and is stopped by PID. The upstream answers by
-path: ``/ok`` 200, ``/slow`` after 1 s, ``/fail`` 500, ``/timeout`` after 3 s
-(nginx gives up after 1 s: 504). The upstream group lists a dead port first
+path: ``/ok`` 200, ``/slow`` after 3 s, ``/fail`` 500, ``/timeout`` after 6 s
+(nginx gives up after 2 s: 504). The upstream group lists a dead port first
 (``max_fails=0``), so about half the proxied requests are retried (``502, 200``).
 """
 
@@ -25,6 +25,9 @@ from pathlib import Path
 import pytest
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+# Roomy on purpose: a loaded CI box must not turn a quick /ok into a 504.
+READ_TIMEOUT_S = 2
+SLOW_S = 3.0
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nginx"
 
 AI_API = (
@@ -51,7 +54,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
-        delay = {"/slow": 1.0, "/timeout": 3.0}.get(path, 0.0)
+        delay = {"/slow": SLOW_S, "/timeout": 3 * READ_TIMEOUT_S}.get(path, 0.0)
         code = 500 if path == "/fail" else 200
         if delay:
             time.sleep(delay)
@@ -124,8 +127,8 @@ http {{
         listen 127.0.0.1:{port};
         access_log logs/ai_api.log ai_api;
         access_log {base}/logs/combined.log;
-        proxy_connect_timeout 1s;
-        proxy_read_timeout 1s;
+        proxy_connect_timeout 2s;
+        proxy_read_timeout {READ_TIMEOUT_S}s;
         proxy_next_upstream error;
         location = /missing {{ return 404; }}
         location / {{ proxy_pass http://app; }}
