@@ -136,3 +136,23 @@ async def test_ipv6_targets_in_brackets(regions_lab: Any) -> None:
     assert regions["v6-tcp"]["rtt_ms_p50"] < 5
     assert regions["v6-icmp"]["method"] == "icmp"
     assert regions["v6-icmp"]["samples"] == 3
+
+
+async def test_broken_python3_falls_back_to_curl(regions_lab: Any, tmp_path: Path) -> None:
+    """A python3 that cannot run the timer (too old, broken) is noticed, and curl takes over."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sh", "sleep"):
+        (bin_dir / tool).symlink_to(f"/bin/{tool}")
+    (bin_dir / "curl").symlink_to("/usr/bin/curl")
+    fake = bin_dir / "python3"
+    fake.write_text("#!/bin/sh\necho 'SyntaxError: invalid syntax' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    result = await check(regions_lab.host(path=str(bin_dir)), [
+        {"name": "near", "targets": [f"{regions_lab.peer_ip('near')}:443"]},
+    ], samples=4, interval_ms=50.0, timeout_ms=1000.0)
+    near = by_name(result)["near"]
+    assert near["method"] == "tcp-curl"
+    assert near["samples"] == 4
+    assert any("python3 could not run the TCP timer" in n and "SyntaxError" in n
+               for n in result.notes), result.notes
