@@ -46,7 +46,7 @@ class BatchSession:
         self.host = host
         self.controller = controller
         self.options = dict(options)
-        self.opts = BatchOptions.from_mapping(options)
+        self.opts = BatchOptions.from_mapping(options, expect=controller.name)
         self.renew_every_s = renew_every_s or max(1.0, self.opts.lease_s / 3)
         self.state: BatchState | None = None
         self.paused_by_us = False
@@ -88,7 +88,8 @@ class BatchSession:
         self.state = await self.controller.pause(self.host, self.options, fraction=fraction)
         self.paused_by_us = True
         self.renew_error = None
-        self._start_renewing()
+        if isinstance(self.state, ControllerState) and self.state.lease_name:
+            self._start_renewing()  # a third-party controller without a lease: nothing to renew
         return self.state
 
     async def throttle(self) -> BatchState:

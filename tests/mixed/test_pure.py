@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -145,3 +146,51 @@ def test_watchdog_and_scripts_take_values_only_as_arguments():
     for script in (batch_lease.WATCHDOG, batch_lease.RESUME):
         assert "{" not in script.replace("${", "").replace("{ ", "").replace("() {", "")
     assert batch_lease.MARKER in batch_lease.PRELUDE
+
+
+class _ThirdParty:
+    """A controller from another distribution: plain BatchState, no lease."""
+
+    name = "ext"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.state = "running"
+
+    async def status(self, host, options):
+        from inferfit.api import BatchState
+
+        self.calls.append("status")
+        return BatchState(self.name, self.state)
+
+    async def pause(self, host, options, *, fraction=1.0):
+        self.calls.append(f"pause {fraction}")
+        self.state = "paused"
+        return await self.status(host, options)
+
+    async def resume(self, host, options):
+        self.calls.append("resume")
+        self.state = "running"
+        return await self.status(host, options)
+
+
+async def test_session_works_with_a_third_party_controller():
+    from inferfit.plugins.batch_session import BatchSession
+
+    from inferfit.api import BatchController
+    from inferfit.hosts import LocalHost
+
+    ctl = _ThirdParty()
+    assert isinstance(ctl, BatchController)
+    session = BatchSession(LocalHost(), ctl, {"controller": "ext", "lease_s": 10},
+                           renew_every_s=0.01)
+    state = await session.toggle()
+    assert state.state == "paused"
+    assert session.countdown_s() is None  # no lease to count down
+    assert session.header() == "batch: paused"
+    await asyncio.sleep(0.05)
+    assert session.renew_error is None
+    assert session.paused_by_us
+    await session.close()
+    assert ctl.calls[-2:] == ["resume", "status"]
+    assert not session.paused
