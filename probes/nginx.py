@@ -51,9 +51,13 @@ FIX_CONFIG = ("set probes.nginx.log_path to the access log and probes.nginx.log_
 ALWAYS_CODES = ("499", "500", "502", "503", "504")
 
 FIND_SCRIPT = r"""
-echo '@@bin'
-command -v nginx 2>/dev/null || for c in /usr/sbin/nginx /usr/local/sbin/nginx \
-    /usr/local/nginx/sbin/nginx /opt/nginx/sbin/nginx; do [ -x "$c" ] && echo "$c" && break; done
+n=$(command -v nginx 2>/dev/null)
+if [ -z "$n" ]; then
+  for c in /usr/sbin/nginx /usr/local/sbin/nginx /usr/local/nginx/sbin/nginx /opt/nginx/sbin/nginx
+  do [ -x "$c" ] && n=$c && break; done
+fi
+echo '@@bin'; echo "$n"
+echo '@@version'; [ -n "$n" ] && "$n" -V 2>&1
 echo '@@masters'
 (ps -ww -eo args= 2>/dev/null || for p in /proc/[0-9]*/cmdline; do
   tr '\0' ' ' < "$p" 2>/dev/null; echo; done) | grep '^nginx: master process' || true
@@ -104,6 +108,14 @@ async def discover(host: Host) -> tuple[NginxConf | None, str, int]:
             cur.append(line)
     binary = (sec.get("bin") or [""])[0].strip()
     masters = parse_masters(sec.get("masters", []))
+    # Relative access_log paths are relative to the compiled-in prefix (nginx -V).
+    default_prefix = "/etc/nginx/"
+    conf_default_log = ""
+    for word in " ".join(sec.get("version", [])).split():
+        if word.startswith("--prefix="):
+            default_prefix = word.split("=", 1)[1].rstrip("/") + "/"
+        elif word.startswith("--http-log-path="):
+            conf_default_log = word.split("=", 1)[1]
     if not binary and not masters:
         return None, "not_installed", crossed
     runs = [(m.binary if m.binary.startswith("/") else binary or m.binary, m.conf, m.prefix)
@@ -123,11 +135,14 @@ async def discover(host: Host) -> tuple[NginxConf | None, str, int]:
             why = unreadable_reason(got.stderr + "\n" + got.stdout)
             continue
         ok = True
-        part = parse_nginx_t(got.stdout, prefix or "/etc/nginx/")
+        part = parse_nginx_t(got.stdout, prefix or default_prefix)
         conf.formats.update(part.formats)
         conf.files.extend(part.files)
         conf.access_logs.extend(a for a in part.access_logs if a not in conf.access_logs)
         conf.off = conf.off or part.off
+    if conf_default_log and not conf_default_log.startswith("/"):
+        conf_default_log = default_prefix + conf_default_log
+    conf.default_log = conf_default_log
     return (conf if ok else None), why, crossed
 
 

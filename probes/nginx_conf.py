@@ -38,9 +38,13 @@ class NginxConf:
     access_logs: list[AccessLog] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     off: bool = False  # an `access_log off;` was seen
+    default_log: str = ""  # nginx -V --http-log-path: used when no access_log is configured
 
     def readable_logs(self) -> list[AccessLog]:
-        return [a for a in self.access_logs if not a.note]
+        logs = [a for a in self.access_logs if not a.note]
+        if not self.access_logs and not self.off and self.default_log:
+            logs.append(AccessLog(self.default_log, "combined", ""))
+        return logs
 
 
 def tokenize(text: str) -> list[tuple[str, bool]]:

@@ -295,3 +295,12 @@ def test_empty_and_all_bad_logs(tmp_path):
     got = aggregate_file(str(junk), LogFormat(COMBINED), 900)
     assert got["lines"] == 0
     assert got["bad_lines"] == 11
+
+
+def test_no_access_log_directive_means_the_compiled_in_default():
+    conf = parse_nginx_t("# configuration file /etc/nginx/nginx.conf:\nhttp { server { } }\n")
+    conf.default_log = "/var/log/nginx/access.log"
+    assert [(a.path, a.format) for a in conf.readable_logs()] == [
+        ("/var/log/nginx/access.log", "combined")]
+    conf.off = True
+    assert conf.readable_logs() == []
