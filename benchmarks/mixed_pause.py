@@ -30,9 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from inferfit.hosts import Host, LocalHost, SSHHost, SSHOptions, SSHTarget
 from inferfit.plugins.batch_session import BatchSession
 from inferfit.plugins.batch_signal import CONTROLLER
+
+from inferfit.hosts import Host, LocalHost, SSHHost, SSHOptions, SSHTarget
 
 WORKER = "import time\nwhile True:\n    time.sleep(0.05)\n"
 
@@ -62,7 +63,8 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
             t0 = time.perf_counter()
             st = await session.pause()
             pause_s.append(time.perf_counter() - t0)
-            assert st.state == "paused" and all(state(p.pid) == "T" for p in procs)
+            assert st.state == "paused"
+            assert all(state(p.pid) == "T" for p in procs)
             t0 = time.perf_counter()
             st = await session.resume()
             resume_s.append(time.perf_counter() - t0)
