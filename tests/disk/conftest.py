@@ -10,13 +10,18 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import tomli_w
 
 FIO = shutil.which("fio") or "/usr/bin/fio"
 TEST_FILE_GLOB = ".inferfit-fio-*.tmp"
+# This machine's root ~/.bashrc runs `pyenv init -`, whose rehash waits up to 60 s
+# for a lock when many SSH sessions start at once (other test suites run in
+# parallel): every remote command then stalls. The box under test is the same
+# real OpenSSH sshd; this only tells pyenv not to wait for that lock.
+QUIET_SHELL_ENV = {"PYENV_REHASH_TIMEOUT": "0"}
 
 
 def write_config(path: Path, **disk: Any) -> Path:
@@ -142,8 +147,15 @@ class DiskHelpers:
     wait_for = staticmethod(wait_for)
     fio_processes_on = staticmethod(fio_processes_on)
     fio = FIO
+    quiet_env: ClassVar[dict[str, str]] = QUIET_SHELL_ENV
 
 
 @pytest.fixture
 def dh() -> type[DiskHelpers]:
     return DiskHelpers
+
+
+@pytest.fixture
+def box(sshd_factory: Callable[..., Any]) -> Any:
+    """A private real sshd for one test (see QUIET_SHELL_ENV)."""
+    return sshd_factory(setenv=QUIET_SHELL_ENV)

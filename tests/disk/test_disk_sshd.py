@@ -27,13 +27,13 @@ def findings(path: Path) -> dict[str, Any]:
     return tomllib.loads(path.read_text())["probes"]["disk"]  # type: ignore[no-any-return]
 
 
-def test_measures_a_temp_dir_over_ssh_and_leaves_nothing(sshd, inferfit_cli, tmp_path, dh):
+def test_measures_a_temp_dir_over_ssh_and_leaves_nothing(box, inferfit_cli, tmp_path, dh):
     target = tmp_path / "target"
     target.mkdir()
     cfg = dh.write_config(tmp_path / "c.toml", directory=str(target))
     out = tmp_path / "f.toml"
     r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
-                     *sshd.cli())
+                     *box.cli())
     assert r.returncode == 0, r.stderr
     d = findings(out)
     assert d["status"] == "ok"
@@ -60,7 +60,7 @@ def test_measures_a_temp_dir_over_ssh_and_leaves_nothing(sshd, inferfit_cli, tmp
     assert dh.fio_processes_on(target) == []
 
 
-def test_model_files_are_read_read_only(sshd, inferfit_cli, tmp_path, dh):
+def test_model_files_are_read_read_only(box, inferfit_cli, tmp_path, dh):
     model = tmp_path / "model"
     model.mkdir()
     sizes = {"model-00001-of-00002.safetensors": 3 * MIB + 123,
@@ -73,7 +73,7 @@ def test_model_files_are_read_read_only(sshd, inferfit_cli, tmp_path, dh):
     cfg = dh.write_config(tmp_path / "c.toml", model_path=str(model), model_load_warn_s=600.0)
     out = tmp_path / "f.toml"
     r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
-                     *sshd.cli())
+                     *box.cli())
     assert r.returncode == 0, r.stderr
     d = findings(out)
     assert d["target_kind"] == "model"
@@ -87,9 +87,9 @@ def test_model_files_are_read_read_only(sshd, inferfit_cli, tmp_path, dh):
     assert after == before  # nothing written, nothing added
 
 
-def test_nothing_configured_is_skipped_with_the_keys_to_set(sshd, inferfit_cli, tmp_path):
+def test_nothing_configured_is_skipped_with_the_keys_to_set(box, inferfit_cli, tmp_path):
     out = tmp_path / "f.toml"
-    r = inferfit_cli("check", "--probe", "disk", "--export", str(out), *sshd.cli())
+    r = inferfit_cli("check", "--probe", "disk", "--export", str(out), *box.cli())
     assert r.returncode == 0, r.stderr
     d = findings(out)
     assert d["status"] == "skipped"
@@ -97,11 +97,11 @@ def test_nothing_configured_is_skipped_with_the_keys_to_set(sshd, inferfit_cli, 
     assert "probes.disk.model_path" in d["summary"]
 
 
-def test_cancel_removes_the_test_file(sshd, cli_process, tmp_path, dh):
+def test_cancel_removes_the_test_file(box, cli_process, tmp_path, dh):
     target = tmp_path / "target"
     target.mkdir()
     cfg = dh.write_config(tmp_path / "c.toml", directory=str(target), runtime_s=60.0)
-    proc = cli_process("check", "--probe", "disk", "--config", str(cfg), *sshd.cli())
+    proc = cli_process("check", "--probe", "disk", "--config", str(cfg), *box.cli())
     assert dh.wait_for(lambda: bool(dh.leftover_files(target)), 60), "fio never started"
     assert dh.wait_for(lambda: bool(dh.fio_processes_on(target)), 10)
     proc.send_signal(signal.SIGINT)  # Ctrl-C
@@ -111,8 +111,8 @@ def test_cancel_removes_the_test_file(sshd, cli_process, tmp_path, dh):
     assert dh.wait_for(lambda: not dh.fio_processes_on(target), 15)
 
 
-def test_cut_connection_removes_the_test_file(sshd_factory, cli_process, tmp_path, dh):
-    server = sshd_factory()
+def test_cut_connection_removes_the_test_file(box, cli_process, tmp_path, dh):
+    server = box
     target = tmp_path / "target"
     target.mkdir()
     cfg = dh.write_config(tmp_path / "c.toml", directory=str(target), runtime_s=60.0)
@@ -130,11 +130,11 @@ def test_cut_connection_removes_the_test_file(sshd_factory, cli_process, tmp_pat
     assert d["error_kind"] == "connection_lost"
 
 
-async def test_console_style_task_cancel_removes_the_test_file(sshd, home, tmp_path, dh):
+async def test_console_style_task_cancel_removes_the_test_file(box, home, tmp_path, dh):
     """The console cancels a running check by cancelling its task."""
     target = tmp_path / "target"
     target.mkdir()
-    host = SSHHost("box", SSHOptions(config_file=str(sshd.ssh_config)))
+    host = SSHHost("box", SSHOptions(config_file=str(box.ssh_config)))
     options = {"directory": str(target), "runtime_s": 60.0, "size": "16M", "timeout_s": 300.0,
                "free_margin_gib": 0.5}
     seen: list[str] = []
@@ -159,13 +159,13 @@ async def test_console_style_task_cancel_removes_the_test_file(sshd, home, tmp_p
     assert dh.fio_processes_on(target) == []
 
 
-def test_refuses_a_nearly_full_filesystem(sshd, inferfit_cli, small_tmpfs, tmp_path, dh):
+def test_refuses_a_nearly_full_filesystem(box, inferfit_cli, small_tmpfs, tmp_path, dh):
     (small_tmpfs / "ballast").write_bytes(b"\0" * (56 * MIB))  # 8 MiB of 64 left
     cfg = dh.write_config(tmp_path / "c.toml", directory=str(small_tmpfs), size="16M",
                           free_margin_gib=0.0, free_margin_pct=0.0)
     out = tmp_path / "f.toml"
     r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
-                     *sshd.cli())
+                     *box.cli())
     assert r.returncode == 3
     d = findings(out)
     assert d["error_kind"] == "insufficient_free_space"
@@ -175,20 +175,20 @@ def test_refuses_a_nearly_full_filesystem(sshd, inferfit_cli, small_tmpfs, tmp_p
     assert sorted(p.name for p in small_tmpfs.iterdir()) == ["ballast"]
 
 
-def test_refuses_when_the_margin_exceeds_free_space(sshd, inferfit_cli, tmp_path, dh):
+def test_refuses_when_the_margin_exceeds_free_space(box, inferfit_cli, tmp_path, dh):
     target = tmp_path / "target"
     target.mkdir()
     cfg = dh.write_config(tmp_path / "c.toml", directory=str(target), free_margin_gib=1e6)
     out = tmp_path / "f.toml"
     r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
-                     *sshd.cli())
+                     *box.cli())
     assert r.returncode == 3
     assert findings(out)["error_kind"] == "insufficient_free_space"
     assert list(target.iterdir()) == []
 
 
 @pytest.mark.parametrize("key", ["model_path", "directory"])
-def test_refuses_a_block_device(sshd, inferfit_cli, tmp_path, dh, key):
+def test_refuses_a_block_device(box, inferfit_cli, tmp_path, dh, key):
     node = tmp_path / "disk0"
     os.mknod(node, stat.S_IFBLK | 0o600, os.makedev(7, 200))  # a loop device number, unused
     link = tmp_path / "weights"
@@ -197,7 +197,7 @@ def test_refuses_a_block_device(sshd, inferfit_cli, tmp_path, dh, key):
         cfg = dh.write_config(tmp_path / "c.toml", **{key: path})
         out = tmp_path / "f.toml"
         r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
-                         *sshd.cli())
+                         *box.cli())
         assert r.returncode == 3, r.stderr
         d = findings(out)
         assert d["error_kind"] == "refused_device"
@@ -205,19 +205,19 @@ def test_refuses_a_block_device(sshd, inferfit_cli, tmp_path, dh, key):
     # /dev paths are refused before anything runs on the box
     cfg = dh.write_config(tmp_path / "c.toml", **{key: "/dev/vda"})
     r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
-                     *sshd.cli())
+                     *box.cli())
     assert r.returncode == 3
     assert findings(out)["error_kind"] == "refused_device"
 
 
-def test_write_test_needs_the_opt_in(sshd, inferfit_cli, tmp_path, dh):
+def test_write_test_needs_the_opt_in(box, inferfit_cli, tmp_path, dh):
     target = tmp_path / "target"
     target.mkdir()
     cfg = dh.write_config(tmp_path / "c.toml", directory=str(target),
                           jobs=["seq_read", "seq_write"])
     out = tmp_path / "f.toml"
     r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
-                     *sshd.cli())
+                     *box.cli())
     assert r.returncode == 3
     d = findings(out)
     assert d["error_kind"] == "write_not_allowed"
@@ -228,7 +228,7 @@ def test_write_test_needs_the_opt_in(sshd, inferfit_cli, tmp_path, dh):
     cfg = dh.write_config(tmp_path / "c.toml", directory=str(target),
                           jobs=["seq_read", "seq_write"], allow_write=True)
     r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
-                     *sshd.cli())
+                     *box.cli())
     assert r.returncode == 0, r.stderr
     d = findings(out)
     assert d["seq_write_mib_s"] > 0
@@ -238,7 +238,7 @@ def test_write_test_needs_the_opt_in(sshd, inferfit_cli, tmp_path, dh):
 
 def test_odirect_refused_reruns_buffered_and_says_so(sshd_factory, inferfit_cli, tmp_path, dh,
                                                      odirect_refusing_fio):
-    server = sshd_factory(path_prepend=[odirect_refusing_fio])
+    server = sshd_factory(path_prepend=[odirect_refusing_fio], setenv=dh.quiet_env)
     target = tmp_path / "target"
     target.mkdir()
     cfg = dh.write_config(tmp_path / "c.toml", directory=str(target))
@@ -257,7 +257,7 @@ def test_odirect_refused_reruns_buffered_and_says_so(sshd_factory, inferfit_cli,
 
 def test_fio_missing_is_skipped_with_the_install_command(sshd_factory, inferfit_cli, tmp_path,
                                                          dh, path_without_fio):
-    server = sshd_factory(setenv={"PATH": path_without_fio})
+    server = sshd_factory(setenv={"PATH": path_without_fio, **dh.quiet_env})
     target = tmp_path / "target"
     target.mkdir()
     cfg = dh.write_config(tmp_path / "c.toml", directory=str(target))
@@ -272,40 +272,55 @@ def test_fio_missing_is_skipped_with_the_install_command(sshd_factory, inferfit_
     assert list(target.iterdir()) == []
 
 
-def test_missing_directory_is_an_error_and_not_created(sshd, inferfit_cli, tmp_path, dh):
+def test_missing_directory_is_an_error_and_not_created(box, inferfit_cli, tmp_path, dh):
     target = tmp_path / "absent" / "deeper"
     cfg = dh.write_config(tmp_path / "c.toml", directory=str(target))
     out = tmp_path / "f.toml"
     r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
-                     *sshd.cli())
+                     *box.cli())
     assert r.returncode == 3
     assert findings(out)["error_kind"] == "target_missing"
     assert not (tmp_path / "absent").exists()
 
 
-def test_figures_agree_with_a_direct_fio_run(sshd, inferfit_cli, tmp_path, dh):
-    """Same jobs through the probe and by hand: within run-to-run noise (wide: busy machine)."""
+def direct_fio(fio: str, directory: Path, engine: str) -> dict[str, float]:
+    """The probe's two jobs run by hand with fio on this machine (no SSH, no probe)."""
+    testfile = directory / "direct.bin"
+    try:
+        done = subprocess.run(
+            [fio, "--output-format=json", f"--filename={testfile}", f"--size={64 * MIB}",
+             "--direct=1", f"--ioengine={engine}", "--runtime=2", "--time_based",
+             "--name=seq_read", "--rw=read", "--bs=1M", "--iodepth=16",
+             "--name=rand_read", "--stonewall", "--rw=randread", "--bs=4k", "--iodepth=16"],
+            capture_output=True, text=True, timeout=120, check=True)
+    finally:
+        testfile.unlink(missing_ok=True)
+    jobs = {j["jobname"]: j["read"] for j in json.loads(done.stdout)["jobs"]}
+    return {
+        "seq_read_mib_s": jobs["seq_read"]["bw_bytes"] / MIB,
+        "rand_read_iops": jobs["rand_read"]["iops"],
+        "rand_read_clat_p99_us": jobs["rand_read"]["clat_ns"]["percentile"]["99.000000"] / 1000,
+    }
+
+
+def test_figures_agree_with_a_direct_fio_run(box, inferfit_cli, tmp_path, dh):
+    """Same jobs through the probe and by hand, before and after: within run-to-run noise.
+
+    The machine is shared with other test suites, so the band is wide (x4 either way of
+    the nearer direct run); it still catches unit mistakes (KiB vs bytes, ns vs µs).
+    """
     target = tmp_path / "target"
     target.mkdir()
     cfg = dh.write_config(tmp_path / "c.toml", directory=str(target), runtime_s=2.0,
                           size="64M")
     out = tmp_path / "f.toml"
+    before = direct_fio(dh.fio, target, "libaio")
     r = inferfit_cli("check", "--probe", "disk", "--config", str(cfg), "--export", str(out),
-                     *sshd.cli())
+                     *box.cli())
+    after = direct_fio(dh.fio, target, "libaio")
     assert r.returncode == 0, r.stderr
     d = findings(out)
-    testfile = target / "direct.bin"
-    done = subprocess.run(
-        [dh.fio, "--output-format=json", f"--filename={testfile}", f"--size={64 * MIB}",
-         "--direct=1", f"--ioengine={d['ioengine']}", "--runtime=2", "--time_based",
-         "--name=seq_read", "--rw=read", "--bs=1M", "--iodepth=16",
-         "--name=rand_read", "--stonewall", "--rw=randread", "--bs=4k", "--iodepth=16"],
-        capture_output=True, text=True, timeout=120, check=True)
-    testfile.unlink()
-    jobs = {j["jobname"]: j["read"] for j in json.loads(done.stdout)["jobs"]}
-    seq_mib = jobs["seq_read"]["bw_bytes"] / MIB
-    rand_iops = jobs["rand_read"]["iops"]
-    rand_p99 = jobs["rand_read"]["clat_ns"]["percentile"]["99.000000"] / 1000
-    assert d["seq_read_mib_s"] == pytest.approx(seq_mib, rel=0.75)
-    assert d["rand_read_iops"] == pytest.approx(rand_iops, rel=0.75)
-    assert 0.1 < d["rand_read_clat_p99_us"] / rand_p99 < 10
+    assert d["ioengine"] == "libaio"
+    for key in ("seq_read_mib_s", "rand_read_iops", "rand_read_clat_p99_us"):
+        ratios = [d[key] / run[key] for run in (before, after)]
+        assert any(0.25 <= x <= 4 for x in ratios), (key, d[key], before[key], after[key])
