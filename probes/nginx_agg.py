@@ -55,19 +55,34 @@ def bucket_value(i: int) -> float:
 
 
 class Hist:
-    """Log-linear histogram of non-negative integers (milliseconds)."""
+    """Log-linear histogram of non-negative integers (milliseconds).
 
-    __slots__ = ("counts", "max", "n", "total")
+    Each bucket also remembers the smallest and largest value it saw, so a
+    bucket that only ever held one value reports it exactly.
+    """
+
+    __slots__ = ("counts", "hi", "lo", "max", "n", "total")
 
     def __init__(self) -> None:
         self.counts: dict[int, int] = {}
+        self.lo: dict[int, int] = {}
+        self.hi: dict[int, int] = {}
         self.n = 0
         self.total = 0
         self.max = -1
 
     def add(self, v: int, count: int = 1) -> None:
         b = bucket(v)
-        self.counts[b] = self.counts.get(b, 0) + count
+        c = self.counts.get(b)
+        if c is None:
+            self.counts[b] = count
+            self.lo[b] = self.hi[b] = v
+        else:
+            self.counts[b] = c + count
+            if v < self.lo[b]:
+                self.lo[b] = v
+            elif v > self.hi[b]:
+                self.hi[b] = v
         self.n += count
         self.total += v * count
         if v > self.max:
@@ -82,7 +97,7 @@ class Hist:
         for b in sorted(self.counts):
             seen += self.counts[b]
             if seen >= rank:
-                return min(bucket_value(b), float(self.max))
+                return float(min(max(bucket_value(b), self.lo[b]), self.hi[b]))
         return float(self.max)
 
 
