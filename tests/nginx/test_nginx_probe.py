@@ -168,3 +168,33 @@ async def test_watch_yields_samples_each_second_and_survives_rotation(tmp_path):
     assert "p99_ms" in last
     assert all(s.probe == "nginx" for s in samples)
     assert all(x.values["5xx"] >= 0 for x in samples)
+
+
+async def test_watch_over_ssh_survives_non_utf8_bytes(sshd, tmp_path):
+    log = tmp_path / "live-ssh.log"
+    log.write_bytes(b"")
+    lines = AI_LOG.read_bytes().splitlines()
+    host = SSHHost("box", SSHOptions(config_file=str(sshd.ssh_config)))
+    ctx = ProbeContext(options={"log_path": str(log), "log_format": AI_API_TEXT},
+                       config=Config())
+    odd = lines[1].replace(b"/v1/chat/completions", b"/v1/\xff\xfe")
+
+    async def writer() -> None:
+        await asyncio.sleep(2.0)
+        with log.open("ab") as fh:
+            fh.write(b"\n".join([*lines[:20], odd]) + b"\n")
+
+    task = asyncio.create_task(writer())
+    gen = NginxProbe().watch(host, ctx)
+    seen = ticks = 0
+    try:
+        async for s in gen:
+            seen += s.values["qps"]
+            ticks += 1
+            if seen >= 21 or s.values["bad_lines"] or ticks >= 30:  # bounded
+                break
+    finally:
+        await gen.aclose()
+        await task
+        await host.close()
+    assert seen == 21
