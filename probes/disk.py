@@ -342,6 +342,7 @@ class DiskProbe:
             return result("error", failure.message, {k: v for k, v in base.items() if v},
                           notes + [f"fio: {ln}" for ln in outcome.stderr[:5]],
                           kind=failure.kind, fix=failure.fix)
+        notes += [f"fio said: {ln}" for ln in outcome.report.preamble[:3]]
         values = build_values(outcome.report, plan, opts, survey, direct=direct, engine=engine)
         status, summary, judged = judge(values, opts)
         if plan.mode == "test_file":
