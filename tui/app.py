@@ -60,14 +60,14 @@ class InferfitApp(App[int]):
     CSS_PATH = "app.tcss"
     ENABLE_COMMAND_PALETTE = True
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "request_quit", "quit"),
+        Binding("question_mark", "help", "help"),
         Binding("r", "rerun", "re-run"),
         Binding("R", "rerun_all", "all"),
         Binding("e", "export", "export"),
         Binding("p", "batch", "batch"),
         Binding("slash", "filter", "filter"),
-        Binding("d", "toggle_theme", "dark/light"),
-        Binding("question_mark", "help", "help"),
-        Binding("q", "request_quit", "quit"),
+        Binding("d", "toggle_theme", "theme"),
         Binding("right_square_bracket", "next_target", "next target", show=False),
         Binding("left_square_bracket", "prev_target", "prev target", show=False),
         *(Binding(str(n), f"focus_panel({n})", f"panel {n}", show=False) for n in range(1, 10)),
@@ -285,6 +285,9 @@ class InferfitApp(App[int]):
         if len(panes) < 2:
             return
         idx = panes.index(tabs.active) if tabs.active in panes else 0
+        # Drop focus first: a focused widget left in the old pane would pull it back
+        # (TabbedContent shows the pane that holds the focus).
+        self.screen.set_focus(None)
         tabs.active = panes[(idx + step) % len(panes)]
         self.call_after_refresh(self._focus_first)
 

@@ -94,6 +94,7 @@ class LatencyMeasured(Message):
     target: str
     latency_ms: float | None
     error: str = ""
+    lost: bool = False  # the connection itself is gone (not just a busy or slow box)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, LatencyMeasured) and message.target == self.target

@@ -28,7 +28,13 @@ from textual.widgets import Static
 from inferfit.api import Probe
 from inferfit.config import Config
 from inferfit.findings import Findings, ProbeResult
-from inferfit.hosts.base import Host, HostError
+from inferfit.hosts.base import (
+    ConnectionLostError,
+    ConnectTimeoutError,
+    Host,
+    HostError,
+    UnreachableError,
+)
 from inferfit.hosts.ssh import SSHHost
 from inferfit.runner import TARGET_FACTS, make_target
 
@@ -172,14 +178,15 @@ class TargetView(Vertical):
             if self.conn_error:
                 text.append(f": {self.conn_error}", style="red")
         elif self.conn_state == "replay":
-            text.append(f"replay of {self.findings.created:%Y-%m-%d %H:%M}Z", style="cyan")
+            text.append(f"recorded {self.findings.created:%Y-%m-%d %H:%M}Z", style="cyan")
         else:
             text.append("… connecting", style="yellow")
         text.append("  up ", style="dim")
         text.append(self._uptime())
-        text.append("  batch: ", style="dim")
-        style = "yellow" if self.batch_view.paused else ""
-        text.append(self.batch_view.text if self.live else DASH, style=style)
+        if self.live:
+            text.append("  batch: ", style="dim")
+            style = "yellow" if self.batch_view.paused else ""
+            text.append(self.batch_view.text, style=style)
         status = self.findings.status if self.findings.probes else None
         if status:
             text.append("  overall ", style="dim")
@@ -221,9 +228,10 @@ class TargetView(Vertical):
         except HostError as exc:
             self.post_message(ConnectionFailed(self.spec.name, exc.message, exc.fix))
             return
-        self.post_message(Connected(self.spec.name, latency))
         if self.sizing is not None and host is not None:
+            # Before the probes start, so the first recommendation already has the model.
             await self.sizing.on_host(self.spec.name, host)
+        self.post_message(Connected(self.spec.name, latency))
 
     async def measure_latency(self) -> None:
         if self.conn_state == "connected":
@@ -237,7 +245,8 @@ class TargetView(Vertical):
         try:
             await host.run(["true"], timeout=10)
         except HostError as exc:
-            self.post_message(LatencyMeasured(self.spec.name, None, exc.message))
+            lost = isinstance(exc, ConnectionLostError | UnreachableError | ConnectTimeoutError)
+            self.post_message(LatencyMeasured(self.spec.name, None, exc.message, lost))
             return
         self.post_message(LatencyMeasured(self.spec.name, (time.monotonic() - started) * 1000))
 
@@ -262,9 +271,11 @@ class TargetView(Vertical):
                     severity="error", timeout=10)
 
     def on_latency_measured(self, message: LatencyMeasured) -> None:
-        if message.latency_ms is None:
+        if message.lost:
             self.conn_state = "failed"
             self.conn_error = message.error
+        elif message.latency_ms is None:
+            self.latency_ms = None  # busy (no free channel, slow shell): connected, RTT unknown
         else:
             self.conn_state = "connected"
             self.latency_ms = message.latency_ms

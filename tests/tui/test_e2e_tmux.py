@@ -98,6 +98,10 @@ def test_console_against_real_sshd_fills_panels_exports_and_quits(
     sshd_factory: Callable[..., Any], home: Path, tmp_path: Path, tmux: Tmux
 ) -> None:
     server = sshd_factory(path_prepend=[_fake_bin(tmp_path)])
+    # The first command on a fresh sshd runs the login shell's rc files cold; on a loaded
+    # machine that alone can take tens of seconds. Take that hit here, not in the probes.
+    subprocess.run(["ssh", "-F", str(server.ssh_config), "box", "true"], timeout=120,
+                   check=True, capture_output=True)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     config = tmp_path / "console.toml"
@@ -115,7 +119,7 @@ def test_console_against_real_sshd_fills_panels_exports_and_quits(
              f"{command}; echo \"inferfit exited $?\"; sleep 60")
 
     # System panel first (panel 1), with values from the box.
-    screen = tmux.wait_for(lambda s: "System" in s and "cores" in s and "GiB RAM" in s, 60,
+    screen = tmux.wait_for(lambda s: "System" in s and "cores" in s and "GiB RAM" in s, 90,
                            "the system panel")
     assert "● connected" in screen
     assert "box" in screen
@@ -148,3 +152,32 @@ def test_console_against_real_sshd_fills_panels_exports_and_quits(
     # Quit: nothing runs any more, so q leaves at once and the process exits 0.
     tmux.keys("q")
     tmux.wait_for(lambda s: "inferfit exited 0" in s, 30, "a clean exit")
+
+
+def test_show_replays_saved_findings_and_quits(home: Path, tmp_path: Path, tmux: Tmux) -> None:
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "tui"
+    exe = shutil.which("inferfit", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    command = shlex.join([exe, "show", str(fixtures / "a100-box.toml"),
+                          str(fixtures / "t4-box.toml")])
+    tmux.run("new-session", "-d", "-s", tmux.session, "-x", "80", "-y", "24", "-c",
+             str(tmp_path), f"{command}; echo \"inferfit exited $?\"; sleep 60")
+    tmux.wait_for(lambda s: "gpu-a100" in s and "recorded 2026-11-30 04:42Z" in s
+                  and "Debian GNU/Linux 12" in s, 30, "the first target's panels")
+    tmux.keys("[")
+    tmux.wait_for(lambda s: "Overview" in s and "gpu-t4" in s and "error" in s, 20,
+                  "the overview table")
+    tmux.keys("q")
+    tmux.wait_for(lambda s: "inferfit exited 0" in s, 30, "a clean exit")
+
+
+def test_show_names_a_bad_file_and_exits_3(inferfit_cli: Callable[..., Any],
+                                           tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('schema_version = 1\ntool = "x"\n')
+    done = inferfit_cli("show", str(bad))
+    assert done.returncode == 3
+    assert f"{bad}: missing [target] table" in done.stderr
+    done = inferfit_cli("show", str(tmp_path / "missing.toml"))
+    assert done.returncode == 3
+    assert "cannot read" in done.stderr

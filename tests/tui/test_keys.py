@@ -41,7 +41,7 @@ async def test_replay_shows_every_probe_in_reading_order(kit: Any) -> None:
         names = [s.probe_name for s in view.visible_slots()]
         assert names == ["system", "gpu", "disk", "latency", "nginx", "sizing"]
         assert all(s.state != "pending" for s in view.visible_slots())
-        assert "replay of 2026-11-30 04:42Z" in header(app)
+        assert "recorded 2026-11-30 04:42Z" in header(app)
         assert "gpu-a100" in header(app)
 
 

@@ -216,3 +216,25 @@ async def test_sizing_with_a_workload_fills_the_recommendation(kit: Any) -> None
         assert result.values["mode"] in ("realtime", "batch", "mixed", "split")
         assert view.findings.sections["sizing"]["mode"] == result.values["mode"]
         assert "confidence" in text_of(view.sizing_slot.panel)
+
+
+async def test_a_panel_that_raises_is_reported_and_the_console_goes_on(kit: Any) -> None:
+    from inferfit.tui.panels.base import ProbePanel
+
+    class Exploding(ProbePanel):
+        probe_name = "alpha"
+
+        def show_result(self, result: ProbeResult) -> None:
+            raise ValueError("bad panel")
+
+    app = kit.live_app([kit.CountingProbe("alpha"), kit.CountingProbe("beta")])
+    for view_spec in app.specs:
+        view_spec.panels["alpha"] = Exploding
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert any("bad panel" in n.message for n in app._notifications)
+        slots = {s.probe_name: s for s in app.current_view().slots}
+        assert slots["alpha"].state == "ok"  # the probe's result is kept (and exportable)
+        assert slots["beta"].state == "ok"
+        assert app.current_view().findings.probes["alpha"].summary == "run 1"

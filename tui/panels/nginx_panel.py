@@ -110,7 +110,10 @@ class NginxPanel(ProbePanel):
         window = num(v.get("window_s"))
         total_5xx = count_5xx(v)
         rate = total_5xx / window if total_5xx is not None and window else None
-        self.query_one("#nginx-5xx", SparkRow).set(*row("5xx", rate, "/s", 2))
+        if h.last("5xx") is not None:
+            self.query_one("#nginx-5xx", SparkRow).set(*row("5xx", None, "", 0))
+        else:
+            self.query_one("#nginx-5xx", SparkRow).set(*row("5xx", rate, "/s", 2))
         self.put(".body", (self.version, live), lambda: render_nginx(v, live))
         self.put(".notes", self.version, lambda: notes_text(self.result))
 
