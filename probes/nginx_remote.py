@@ -1,7 +1,7 @@
 """The self-contained script sent to the box's ``python3`` on stdin.
 
-It is built from the source of ``nginx_format`` and ``nginx_agg`` (the same
-code the tests import), so only aggregates cross the network. Options travel
+It is built from the source of ``nginx_format``, ``nginx_values`` and
+``nginx_agg`` (the same code the tests import), so only aggregates cross the network. Options travel
 as one JSON argument (``python3 - '{...}'``), never pasted into the script.
 """
 
@@ -12,7 +12,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-MODULES = ("nginx_format.py", "nginx_agg.py")
+MODULES = ("nginx_format.py", "nginx_values.py", "nginx_agg.py")
 
 MAIN = r'''
 
@@ -46,10 +46,17 @@ def script() -> str:
     parts = ["from __future__ import annotations\n"]
     for name in MODULES:
         src = resources.files("inferfit.probes").joinpath(name).read_text("utf-8")
-        kept = [
-            line for line in src.splitlines()
-            if not line.startswith(("from __future__ import", "from inferfit."))
-        ]
+        kept: list[str] = []
+        skipping = False  # inside a parenthesized `from inferfit... import (` block
+        for line in src.splitlines():
+            if skipping:
+                skipping = not line.startswith(")")
+                continue
+            if line.startswith("from inferfit."):
+                skipping = line.rstrip().endswith("(")
+                continue
+            if not line.startswith("from __future__ import"):
+                kept.append(line)
         parts.append("\n".join(kept))
     parts.append(MAIN)
     return "\n".join(parts)

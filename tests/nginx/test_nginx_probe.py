@@ -198,3 +198,14 @@ async def test_watch_over_ssh_survives_non_utf8_bytes(sshd, tmp_path):
         await task
         await host.close()
     assert seen == 21
+
+
+def test_the_remote_script_stands_alone_and_parses_as_python37():
+    import ast
+
+    from inferfit.probes import nginx_remote
+
+    src = nginx_remote.script()
+    assert "from inferfit" not in src
+    assert "import inferfit" not in src
+    ast.parse(src, feature_version=(3, 7))
