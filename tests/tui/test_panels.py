@@ -137,10 +137,11 @@ async def test_disk_panel_progress_bar_and_live_bandwidth(kit: Any) -> None:
         assert bar.progress == 40.0
         assert bar.display
         value = panel.query_one("#disk-bw").query(".spark-value").first()
-        assert "2,660 MiB/s live" in str(value.content)
+        assert "2,660 MiB/s now" in str(value.content)
         panel.show_progress(Progress("disk", "done", 1.0))
         await pilot.pause()
         assert panel.query_one(ProgressBar).has_class("-idle")
+        assert "2,454 MiB/s seq read" in str(value.content)  # the result, not the last reading
 
 
 async def test_latency_panel_keeps_a_sparkline_per_region(kit: Any) -> None:

@@ -72,10 +72,11 @@ class DiskPanel(ProbePanel):
         running = progress.fraction is None or progress.fraction < 1.0
         for widget in self.query(".run"):
             widget.set_class(not running, "-idle")
+        bar = self.query_one(ProgressBar)
         if progress.fraction is not None:
-            self.query_one(ProgressBar).update(progress=100 * max(0.0, min(1.0, progress.fraction)))
-        else:
-            self.query_one(ProgressBar).update(total=None)
+            bar.update(total=100, progress=100 * max(0.0, min(1.0, progress.fraction)))
+        elif bar.progress == 0:
+            bar.update(total=None)  # indeterminate until fio reports how far it is
         self.query_one(".run", Label).update(Text(progress.message[:70], style="cyan"))
         self.refresh_view()
 
@@ -86,12 +87,13 @@ class DiskPanel(ProbePanel):
         v = self.result.values if self.result else {}
         live = self.history.last("bw")
         seq = num(v.get("seq_read_mib_s"))
-        shown = live if live is not None else seq
-        label = "live" if live is not None and self._fio_running() else "seq read"
-        gbs = "" if shown is None else f"  ({shown * 1.048576 / 1000:,.2f} GB/s)"
+        if live is not None and self._fio_running():
+            shown, label = live, "now"
+        else:
+            shown, label = (seq, "seq read") if seq is not None else (live, "last")
         self.query_one("#disk-bw", SparkRow).set(
             self.history.get("bw") or ([seq] if seq is not None else []),
-            f"{fnum(shown, 0, 'MiB/s')} {label}{gbs}" if shown is not None else DASH)
+            f"{fnum(shown, 0, 'MiB/s')} {label}" if shown is not None else DASH)
         self.put(".body", self.version, lambda: render_disk(v))
         self.put(".notes", self.version, lambda: notes_text(self.result))
 
@@ -100,12 +102,17 @@ class DiskPanel(ProbePanel):
         return p is not None and (p.fraction is None or p.fraction < 1.0)
 
 
+def _seq(mib_s: Any) -> str:
+    f = num(mib_s)
+    return DASH if f is None else f"{f:,.0f} MiB/s ({f * 1.048576 / 1000:,.2f} GB/s)"
+
+
 def render_disk(v: Mapping[str, Any]) -> Any:
     if not v:
         return Text("")
     model_bytes = num(v.get("model_bytes"))
     rows = [
-        ("seq read", fnum(v.get("seq_read_mib_s"), 0, "MiB/s")),
+        ("seq read", _seq(v.get("seq_read_mib_s"))),
         ("rand 4k", fnum(pick(v, *IOPS_KEYS), 0, "IOPS")),
         ("p99 clat", fnum(v.get("rand_read_clat_p99_us"), 0, "µs")),
         ("O_DIRECT", fvalue("direct_io", v.get("direct_io"))),

@@ -157,7 +157,7 @@ def device_table(devices: list[dict[str, Any]]) -> Table | Text:
         return Text("no devices in the findings", style="dim")
     t = Table(box=None, padding=(0, 1), show_edge=False, expand=False)
     t.add_column("#", justify="right", no_wrap=True)
-    t.add_column("name", overflow="ellipsis", no_wrap=True, max_width=22)
+    t.add_column("name", overflow="ellipsis", no_wrap=True, max_width=18)
     t.add_column("util", justify="right", no_wrap=True)
     t.add_column("mem MiB", justify="right", no_wrap=True)
     t.add_column("temp", justify="right", no_wrap=True)
