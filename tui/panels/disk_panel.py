@@ -87,6 +87,7 @@ class DiskPanel(ProbePanel):
         v = self.result.values if self.result else {}
         live = self.history.last("bw")
         seq = num(v.get("seq_read_mib_s"))
+        shown: float | None
         if live is not None and self._fio_running():
             shown, label = live, "now"
         else:
