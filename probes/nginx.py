@@ -110,11 +110,15 @@ async def discover(host: Host) -> tuple[NginxConf | None, str, int]:
     if not binary and not masters:
         return None, "not_installed", crossed
     runs = [(m.binary if m.binary.startswith("/") else binary or m.binary, m.conf, m.prefix)
-            for m in masters] or [(binary, "", "")]
+            for m in masters]
+    if binary and ("", "") not in [(c, p) for _, c, p in runs]:
+        runs.append((binary, "", ""))  # the default config: read when the masters' log nothing
     conf = NginxConf()
     why = ""
     ok = False
-    for exe, cfile, prefix in runs:
+    for i, (exe, cfile, prefix) in enumerate(runs):
+        if i == len(masters) and i and conf.readable_logs():
+            break
         argv = [exe or "nginx", "-T"]
         if cfile:
             argv += ["-c", cfile]
@@ -412,6 +416,10 @@ class NginxProbe:
             return ProbeResult.error(NAME, f"{t.path}: {agg.get('message', kind)}", kind=kind,
                                      fix=fix, duration_s=time.monotonic() - started)
         values = findings_values(agg, t, where)
+        if not agg.get("file_bytes"):
+            return ProbeResult(NAME, "skipped", f"{t.path} is empty: no requests to measure",
+                               time.monotonic() - started, values=values, notes=t.notes,
+                               error_kind="empty_log")
         status, summary, notes = judge(values)
         return ProbeResult(NAME, status, summary, time.monotonic() - started, values=values,
                            notes=t.notes + notes)

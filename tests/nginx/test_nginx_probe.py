@@ -209,3 +209,13 @@ def test_the_remote_script_stands_alone_and_parses_as_python37():
     assert "from inferfit" not in src
     assert "import inferfit" not in src
     ast.parse(src, feature_version=(3, 7))
+
+
+async def test_an_empty_log_is_skipped_not_a_warning(tmp_path):
+    log = tmp_path / "access.log"
+    log.write_bytes(b"")
+    ctx = ProbeContext(options={"log_path": str(log), "log_format": "combined"},
+                       config=Config())
+    result = await NginxProbe().check(LocalHost(), ctx)
+    assert result.status == "skipped"
+    assert result.error_kind == "empty_log"
