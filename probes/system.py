@@ -173,7 +173,8 @@ def judge(values: dict[str, Any], options: dict[str, Any]) -> tuple[Status, str,
         notes.append(f"{swap_used:g} MiB of swap in use: swapping hurts tail latency")
     load = values.get("load_1m")
     cores = values.get("cpu_cores")
-    if load is not None and cores and load > 2 * cores:
+    per_core = float(options.get("load_per_core_warn", 2.0))
+    if load is not None and cores and load > per_core * cores:
         status = "warn"
         notes.append(f"load {load:g} on {cores} cores: the box is busy before any test")
     missing = [t for t in ("python3", "fio", "nvidia-smi") if not values.get("tools", {}).get(t)]

@@ -124,7 +124,11 @@ def start_sshd(
     authorized.write_text(client_pub + "\n")
     port = free_port()
     env_path = ":".join([*(str(p) for p in path_prepend), DEFAULT_PATH])
-    env = {"PATH": env_path, **(setenv or {})}
+    # An empty HOME: bash sources ~/.bashrc for sshd commands, and a heavy one
+    # (pyenv init) costs seconds per command on a loaded machine.
+    remote_home = base / "home"
+    remote_home.mkdir(exist_ok=True)
+    env = {"PATH": env_path, "HOME": str(remote_home), **(setenv or {})}
     setenv_line = "SetEnv " + " ".join(f'{k}="{v}"' for k, v in env.items())
     config = base / "sshd_config"
     config.write_text(
@@ -206,6 +210,11 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(h))
     monkeypatch.setenv("INFERFIT_CONFIG_DIR", str(h / ".config" / "inferfit"))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    # CI machines are busy running this very suite: the system probe's load
+    # warning is about the box's state, not what these tests check.
+    user_config = h / ".config" / "inferfit" / "config.toml"
+    user_config.parent.mkdir(parents=True)
+    user_config.write_text("[probes.system]\nload_per_core_warn = 1000.0\n")
     return h
 
 

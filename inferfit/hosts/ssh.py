@@ -120,6 +120,7 @@ class SSHHost:
         self._channels = asyncio.Semaphore(MAX_CHANNELS)
         self.connect_s: float | None = None
         self._has_timeout: bool | None = None
+        self._detect_lock = asyncio.Lock()
 
     # -- connection ------------------------------------------------------
     def _config_paths(self) -> list[str]:
@@ -274,9 +275,13 @@ class SSHHost:
         async with self._channels:
             try:
                 async with asyncio.timeout(timeout):
-                    proc = await conn.create_process(command, encoding=None)
+                    proc = await _open_process(conn, command)
                     try:
                         out, err = await proc.communicate(stdin)
+                        # sshd counts a session until its close is acknowledged:
+                        # hold our slot until then so we never exceed MaxSessions.
+                        proc.close()
+                        await proc.wait_closed()
                     finally:
                         if proc.exit_status is None and proc.exit_signal is None:
                             _end_process(proc)
@@ -309,13 +314,14 @@ class SSHHost:
         )
 
     async def _remote_has_timeout(self, conn: asyncssh.SSHClientConnection) -> bool:
-        if self._has_timeout is None:
-            try:
-                async with asyncio.timeout(self.options.connect_timeout_s):
-                    probe = await conn.run("command -v timeout", check=False)
-                self._has_timeout = probe.exit_status == 0
-            except (TimeoutError, asyncssh.Error, OSError):
-                self._has_timeout = False
+        async with self._detect_lock:  # once per connection, not once per racing command
+            if self._has_timeout is None:
+                try:
+                    async with self._channels, asyncio.timeout(self.options.connect_timeout_s):
+                        probe = await conn.run("command -v timeout", check=False)
+                    self._has_timeout = probe.exit_status == 0
+                except (TimeoutError, asyncssh.Error, OSError):
+                    self._has_timeout = False
         return self._has_timeout
 
     def _lost(self, argv: Sequence[str], exc: BaseException | None) -> ConnectionLostError:
@@ -365,6 +371,24 @@ class SSHHost:
                 raise self._lost(argv, exc) from None
             finally:
                 _end_process(proc)
+
+
+async def _open_process(
+    conn: asyncssh.SSHClientConnection, command: str
+) -> asyncssh.SSHClientProcess[bytes]:
+    """Open a session channel, retrying briefly while sshd still counts closed ones.
+
+    sshd frees a session slot only after it has reaped the command, so a burst
+    of short commands can meet "no more sessions" (open failed) for a moment.
+    """
+    for attempt in range(40):
+        try:
+            return await conn.create_process(command, encoding=None)
+        except asyncssh.ChannelOpenError:
+            if attempt == 39 or conn.is_closed():
+                raise
+            await asyncio.sleep(min(0.02 * (attempt + 1), 0.25))
+    raise AssertionError("unreachable")
 
 
 def _end_process(proc: asyncssh.SSHClientProcess[Any]) -> None:

@@ -11,7 +11,7 @@ from inferfit.config import Config, ConfigError
 
 def test_layers_and_provenance(home: Path, tmp_path: Path) -> None:
     user = home / ".config" / "inferfit" / "config.toml"
-    user.parent.mkdir(parents=True)
+    user.parent.mkdir(parents=True, exist_ok=True)
     user.write_text("[ssh]\nconnect_timeout_s = 3\n[probes.system]\nfree_gib_warn = 5.0\n")
     extra = tmp_path / "extra.toml"
     extra.write_text("[probes.system]\nfree_gib_warn = 7.5\n")

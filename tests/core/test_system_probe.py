@@ -51,3 +51,10 @@ def test_truncated_output_does_not_crash() -> None:
     for cut in range(0, len(text), 37):
         values = parse_system(text[:cut])
         judge(values, {})
+
+
+def test_load_threshold_is_configurable() -> None:
+    v = parse_system((FIX / "ubuntu-gpu-swapping.txt").read_text())
+    _s, _summary, notes = judge(v, {"load_per_core_warn": 5.0, "swap_used_mib_warn": 1e9,
+                                    "free_gib_warn": 0.0})
+    assert not any("load" in n for n in notes)
