@@ -25,6 +25,8 @@ OPEN_KEYS = frozenset({"regions"})
 # Tables whose keys are free-form below the listed prefix (per-probe extras from plugins).
 OPEN_TABLES = frozenset({"plugins"})
 USER_CONFIG_ENV = "INFERFIT_CONFIG_DIR"
+# Keys every [probes.NAME] table accepts, with an example of their type.
+GENERIC_PROBE_KEYS: dict[str, Any] = {"timeout_s": 120.0}
 
 
 class ConfigError(ValueError):
@@ -164,6 +166,8 @@ def _validate(
             continue
         if dotted.split(".")[0] in OPEN_TABLES:
             continue
+        if key not in schema and prefix.startswith("probes.") and prefix.count(".") == 2:
+            schema = {**schema, **{k: v for k, v in GENERIC_PROBE_KEYS.items() if k == key}}
         if key not in schema:
             known = ", ".join(sorted(schema)) or "none"
             raise ConfigError(f"{source}: unknown key '{dotted}' (known here: {known})")

@@ -58,3 +58,12 @@ def test_config_show_cli(inferfit_cli, tmp_path: Path) -> None:
     assert r.returncode == 3
     assert "unknown key 'ssh.nope'" in r.stderr
     assert str(bad) in r.stderr
+
+
+def test_every_probe_table_accepts_timeout_s(tmp_path: Path, home: Path) -> None:
+    cfg = tmp_path / "t.toml"
+    cfg.write_text("[probes.system]\ntimeout_s = 5\n")
+    assert Config.load(cfg, include_project=False).probe_options("system")["timeout_s"] == 5
+    cfg.write_text("[probes.system]\ntimeout_s = 'soon'\n")
+    with pytest.raises(ConfigError, match="'probes.system.timeout_s' must be a number"):
+        Config.load(cfg, include_project=False)
