@@ -65,5 +65,5 @@ def test_every_probe_table_accepts_timeout_s(tmp_path: Path, home: Path) -> None
     cfg.write_text("[probes.system]\ntimeout_s = 5\n")
     assert Config.load(cfg, include_project=False).probe_options("system")["timeout_s"] == 5
     cfg.write_text("[probes.system]\ntimeout_s = 'soon'\n")
-    with pytest.raises(ConfigError, match="'probes.system.timeout_s' must be a number"):
+    with pytest.raises(ConfigError, match=r"'probes\.system\.timeout_s' must be a number"):
         Config.load(cfg, include_project=False)
