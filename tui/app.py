@@ -338,7 +338,9 @@ class InferfitApp(App[int]):
         if running:
             parts.append(f"probes are still running on {', '.join(running)}")
         if paused:
-            parts.append(f"batch load is PAUSED on {', '.join(paused)} (it stays paused)")
+            after = ("quitting resumes it" if hasattr(self.batch_control, "close")
+                     else "it stays paused")
+            parts.append(f"batch load is PAUSED on {', '.join(paused)} ({after})")
         text = "; ".join(parts)
         question = text[:1].upper() + text[1:] + ".\nQuit anyway?"
 
@@ -349,6 +351,12 @@ class InferfitApp(App[int]):
         self.push_screen(ConfirmScreen(question), answer)
 
     async def on_unmount(self) -> None:
+        close = getattr(self.batch_control, "close", None)
+        if close is not None:
+            try:
+                await close()  # resume what this console paused
+            except Exception as exc:
+                self.log.error(f"batch control close failed: {exc!r}")
         for spec in self.specs:
             if spec.host is not None:
                 await spec.host.close()

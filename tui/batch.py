@@ -1,15 +1,16 @@
 """The console's batch-control seam (the `p` key and the header's batch state).
 
-Until mixed mode is configured, :class:`NoBatchControl` answers that batch
-control is not configured. The mixed-mode plugin wires the real thing by
-returning its own :class:`BatchControl` from :func:`make_batch_control`
-(or by passing ``batch_control=`` to ``InferfitApp``). No textual import here.
+Until ``[batch] controller`` is set, :class:`NoBatchControl` answers that
+batch control is not configured; then :func:`make_batch_control` returns
+mixed mode's ``ConsoleBatchControl`` (``inferfit.plugins.batch_session``).
+Any object with the same methods can be passed as ``InferfitApp(batch_control=)``.
+No textual import here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from inferfit.config import Config
 from inferfit.hosts.base import Host
@@ -17,7 +18,7 @@ from inferfit.hosts.base import Host
 if TYPE_CHECKING:
     from inferfit.manager import Registry
 
-NOT_CONFIGURED = "batch control is not configured (mixed mode: see docs/console.md)"
+NOT_CONFIGURED = "batch control is not configured: set [batch] controller (docs/mixed.md)"
 
 
 @dataclass(frozen=True)
@@ -50,5 +51,16 @@ class NoBatchControl:
 
 
 def make_batch_control(config: Config, registry: Registry) -> BatchControl:
-    """The console's batch control for ``config`` (the mixed-mode plugin hooks in here)."""
-    return NoBatchControl()
+    """The console's batch control: mixed mode's when ``[batch] controller`` is set.
+
+    Optional extras the console uses when present: ``view(host) -> BatchView | None``
+    (header text without I/O, called every second for a lease countdown) and
+    ``async close()`` (called on quit: resumes what this console paused).
+    """
+    try:
+        from inferfit.plugins.batch_session import ConsoleBatchControl
+    except ImportError:  # mixed mode not installed
+        return NoBatchControl()
+    control = ConsoleBatchControl.from_config(config, registry)
+    # cast: mypy loses the structural match across the import cycle with batch_session.
+    return NoBatchControl() if control is None else cast(BatchControl, control)

@@ -356,5 +356,10 @@ class TargetView(Vertical):
             slot.tick()
         if self.sizing_slot is not None:
             self.sizing_slot.tick()
-        if self.live and self.uptime_base is not None:
+        view = getattr(self.batch_control, "view", None)
+        if self.live and view is not None and self.spec.host is not None:
+            fresh = view(self.spec.host)  # no I/O: a lease countdown, say
+            if fresh is not None:
+                self.batch_view = fresh
+        if self.live:
             self.refresh_header()

@@ -309,6 +309,7 @@ class FakeBatch:
 
     def __init__(self) -> None:
         self.paused = False
+        self.closed = False
 
     async def status(self, host: Any, target: str) -> BatchView:
         return BatchView("paused" if self.paused else "running", self.paused, True)
@@ -317,6 +318,13 @@ class FakeBatch:
         self.paused = not self.paused
         view = await self.status(host, target)
         return view, f"batch {view.text} on {target}"
+
+    def view(self, host: Any) -> BatchView | None:
+        return BatchView("paused · resumes in 90 s", True, True) if self.paused else None
+
+    async def close(self) -> None:
+        self.closed = True
+        self.paused = False
 
 
 async def test_p_toggles_a_wired_batch_control_and_q_warns_while_paused(kit: Any) -> None:
@@ -330,17 +338,39 @@ async def test_p_toggles_a_wired_batch_control_and_q_warns_while_paused(kit: Any
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert batch.paused
-        assert "batch: paused" in header(app)
         assert "batch paused on local" in notes(app)
+        await pilot.pause(1.3)  # a tick: the header takes view() (a countdown, no I/O)
+        assert "batch: paused · resumes in 90 s" in header(app)
         await pilot.press("q")
+        await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
-        assert "PAUSED" in app.screen.question
+        assert "PAUSED on local (quitting resumes it)" in app.screen.question
         await pilot.press("escape", "p")
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert not batch.paused
+        await pilot.press("p")  # paused again, then quit: the console resumes on the way out
+        await app.workers.wait_for_complete()
+        await pilot.pause()
         await pilot.press("q")
+        await pilot.pause()
+        await pilot.press("y")
     assert app.return_value == 0
+    assert batch.closed
+    assert not batch.paused
+
+
+def test_batch_control_comes_from_mixed_mode_when_configured(kit: Any, tmp_path: Path) -> None:
+    from inferfit.tui.batch import NoBatchControl, make_batch_control
+
+    reg = kit.registry()
+    plain = Config.load(include_user=False, include_project=False)
+    assert isinstance(make_batch_control(plain, reg), NoBatchControl)
+    cfg = tmp_path / "batch.toml"
+    cfg.write_text('[batch]\ncontroller = "signal"\npattern = "python3 worker.py"\n')
+    control = make_batch_control(
+        Config.load(cfg, include_user=False, include_project=False), reg)
+    assert type(control).__name__ == "ConsoleBatchControl"
 
 
 async def test_unreachable_target_shows_not_connected_and_keeps_running(
