@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from inferfit.probes.disk import DiskProbe
 
-from inferfit.api import ProbeContext
+from inferfit.api import ProbeContext, Progress
 from inferfit.config import Config
 from inferfit.hosts import SSHHost, SSHOptions
 
@@ -137,14 +137,22 @@ async def test_console_style_task_cancel_removes_the_test_file(box, home, tmp_pa
     host = SSHHost("box", SSHOptions(config_file=str(box.ssh_config)))
     options = {"directory": str(target), "runtime_s": 60.0, "size": "16M", "timeout_s": 300.0,
                "free_margin_gib": 0.5}
-    seen: list[str] = []
-    ctx = ProbeContext(options=options, config=Config(), progress=lambda p: seen.append(p.message))
+    seen: list[Progress] = []
+    ctx = ProbeContext(options=options, config=Config(), progress=seen.append)
     task = asyncio.create_task(DiskProbe().check(host, ctx))
     try:
         for _ in range(600):
-            if any("MiB/s" in m for m in seen):
+            if any("read_mib_s" in p.values for p in seen):
                 break
             await asyncio.sleep(0.1)
+        live = [p for p in seen if "read_mib_s" in p.values]
+        assert live, [p.message for p in seen]
+        # what the console's progress bar and live figure are drawn from
+        assert live[0].probe == "disk"
+        assert live[0].values["read_mib_s"] > 0
+        assert live[0].fraction is not None
+        assert 0 < live[0].fraction < 1
+        assert "MiB/s" in live[0].message
         assert dh.leftover_files(target)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
