@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from inferfit.tui.batch import BatchControl, NoBatchControl
+from inferfit.tui.batch import NOT_CONFIGURED, BatchControl, NoBatchControl, can_measure
 from inferfit.tui.fmt import STATUS_ICON, STATUS_STYLE, export_name
 from inferfit.tui.messages import Connected, ConnectionFailed, ProbeCrashed, ProbeFinished
 from inferfit.tui.screens.confirm import ConfirmScreen
@@ -35,6 +35,7 @@ KEYS: tuple[tuple[str, str, str], ...] = (
     ("R", "rerun_all", "re-run every probe on this target (reconnects if needed)"),
     ("e", "export", "export findings to a TOML file (prompt with a default name)"),
     ("p", "batch", "pause / resume batch load (mixed mode)"),
+    ("m", "measure", "measure batch interference: realtime latency with batch on / paused"),
     ("tab / shift+tab", "", "next / previous panel"),
     ("1…9", "", "jump to panel 1…9 of this target"),
     ("] / [", "next_target", "next / previous target tab (several targets)"),
@@ -66,6 +67,7 @@ class InferfitApp(App[int]):
         Binding("R", "rerun_all", "all"),
         Binding("e", "export", "export"),
         Binding("p", "batch", "batch"),
+        Binding("m", "measure", "interference", show=False),
         Binding("slash", "filter", "filter"),
         Binding("d", "toggle_theme", "theme"),
         Binding("right_square_bracket", "next_target", "next target", show=False),
@@ -270,6 +272,31 @@ class InferfitApp(App[int]):
             self.notify("replay of saved findings: no batch to control", severity="warning")
             return
         self.current_view().toggle_batch()
+
+    def action_measure(self) -> None:
+        if self.read_only:
+            self.notify("replay of saved findings: nothing to measure", severity="warning")
+            return
+        view = self.current_view()
+        if not can_measure(self.batch_control):
+            self.notify(NOT_CONFIGURED, title="interference", severity="warning")
+            return
+        if not view.live or view.conn_state != "connected":
+            self.notify(f"{view.spec.name} is not connected", severity="warning")
+            return
+        opts = getattr(self.batch_control, "options", {})
+        question = (
+            f"Measure interference on {view.spec.name}?\n"
+            f"This PAUSES batch load for a while (lease-protected, resumed afterwards) and "
+            f"sends {opts.get('measure_requests', 200)} requests per phase to "
+            f"{opts.get('measure_url') or '(measure_url is not set)'} from the box."
+        )
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                view.start_measure().scroll_visible()
+
+        self.push_screen(ConfirmScreen(question), answer)
 
     def action_focus_panel(self, n: int) -> None:
         slots = self.current_view().visible_slots()

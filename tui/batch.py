@@ -9,10 +9,13 @@ No textual import here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from inferfit.api import Progress
 from inferfit.config import Config
+from inferfit.findings import ProbeResult
 from inferfit.hosts.base import Host
 
 if TYPE_CHECKING:
@@ -64,3 +67,46 @@ def make_batch_control(config: Config, registry: Registry) -> BatchControl:
     control = ConsoleBatchControl.from_config(config, registry)
     # cast: mypy loses the structural match across the import cycle with batch_session.
     return NoBatchControl() if control is None else cast(BatchControl, control)
+
+
+def can_measure(control: BatchControl) -> bool:
+    """True when ``control`` is mixed mode's (it knows the [batch] options and controllers)."""
+    return hasattr(control, "options") and hasattr(control, "registry")
+
+
+async def measure_mixed(
+    control: BatchControl, host: Host, progress: Callable[[Progress], None]
+) -> ProbeResult:
+    """Interference A/B (`m`): batch on / paused / on, realtime latency probed on the box.
+
+    Returns the [mixed] section wrapped as a ProbeResult named "mixed" (an error result
+    when mixed mode refuses or the box fails); always leaves batch running.
+    """
+    from inferfit.plugins.batch_common import BatchRefused
+    from inferfit.plugins.batch_session import controller_for
+    from inferfit.plugins.interference import measure_interference
+
+    from inferfit.hosts.base import HostError
+
+    options: Any = getattr(control, "options", {})
+    registry: Any = getattr(control, "registry", None)
+    try:
+        section = await measure_interference(
+            host, controller_for(options, registry), options, progress=progress)
+    except BatchRefused as exc:
+        return ProbeResult.error("mixed", exc.message, kind=exc.kind, fix=exc.fix)
+    except HostError as exc:
+        return ProbeResult.error("mixed", exc.message, kind=exc.kind, fix=exc.fix)
+    return mixed_result(section)
+
+
+def mixed_result(section: dict[str, Any]) -> ProbeResult:
+    on, off = section.get("p95_ms_batch_on"), section.get("p95_ms_batch_off")
+    if isinstance(on, int | float) and isinstance(off, int | float):
+        summary = f"realtime p95 {on:,.0f} ms with batch running, {off:,.0f} ms with it paused"
+    else:
+        summary = "interference measured (see values)"
+    reserved = {"status", "summary", "duration_s", "notes", "error_kind", "fix"}
+    values = {k: v for k, v in section.items() if k not in reserved}
+    return ProbeResult("mixed", "ok", summary, float(section.get("duration_s", 0.0)),
+                       values=values)

@@ -26,6 +26,7 @@ class ProbeFinished(Message):
 
     target: str
     result: ProbeResult
+    section: str = ""  # set when the result is a findings section (e.g. "mixed"), not a probe
 
 
 @dataclass

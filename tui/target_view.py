@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from inferfit.tui.batch import BatchControl, BatchView, NoBatchControl
+from inferfit.tui.batch import (
+    BatchControl,
+    BatchView,
+    NoBatchControl,
+    measure_mixed,
+    mixed_result,
+)
 from inferfit.tui.fmt import DASH, STATUS_STYLE, duration, num
 from inferfit.tui.messages import (
     BatchStateChanged,
@@ -14,6 +21,7 @@ from inferfit.tui.messages import (
     ConnectionFailed,
     LatencyMeasured,
     ProbeFinished,
+    ProgressArrived,
 )
 from inferfit.tui.panels.generic_panel import GenericPanel
 from inferfit.tui.panels.recommendation_panel import RecommendationPanel, sizing_result
@@ -25,7 +33,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
-from inferfit.api import Probe
+from inferfit.api import Probe, Progress
 from inferfit.config import Config
 from inferfit.findings import Findings, ProbeResult
 from inferfit.hosts.base import (
@@ -97,6 +105,8 @@ class TargetView(Vertical):
         self._header_plain = ""
         self.slots: list[ProbeSlot] = []
         self.sizing_slot: ProbeSlot | None = None
+        self.mixed_slot: ProbeSlot | None = None
+        self.slots_extra: list[ProbeSlot] = []
 
     @property
     def name_(self) -> str:
@@ -130,6 +140,9 @@ class TargetView(Vertical):
                 recorded=recorded,
             )
             self.slots.append(slot)
+        if "mixed" in self.findings.sections:
+            self.mixed_slot = self._mixed_slot(recorded)
+            self.slots_extra.append(self.mixed_slot)
         rec_cls = spec.panels.get("sizing", RecommendationPanel)
         rec_panel = rec_cls()
         if isinstance(rec_panel, RecommendationPanel):
@@ -139,7 +152,12 @@ class TargetView(Vertical):
                 else "no [sizing] in this file: `inferfit size --workload FILE` adds it")
         self.sizing_slot = ProbeSlot("sizing", "Recommendation", rec_panel, target=spec.name,
                                      recorded=recorded)
-        return [*self.slots, self.sizing_slot]
+        return [*self.slots, *self.slots_extra, self.sizing_slot]
+
+    def _mixed_slot(self, recorded: dt.datetime | None = None) -> ProbeSlot:
+        panel_cls = self.spec.panels.get("mixed", GenericPanel)
+        return ProbeSlot("mixed", "Mixed mode: interference", panel_cls(),
+                         target=self.spec.name, recorded=recorded)
 
     def on_mount(self) -> None:
         for slot in self.slots:
@@ -147,6 +165,9 @@ class TargetView(Vertical):
             if result is not None:
                 slot.set_result(result, live=False)
         self._show_sizing()
+        mixed = self.findings.sections.get("mixed")
+        if self.mixed_slot is not None and mixed:
+            self.mixed_slot.set_result(mixed_result(dict(mixed)), live=self.live)
         if self.sizing_slot is not None and self.sizing_slot.result is None and (
             self.sizing is None
         ):
@@ -300,6 +321,11 @@ class TargetView(Vertical):
 
     def on_probe_finished(self, message: ProbeFinished) -> None:
         result = message.result
+        if message.section:
+            if result.status != "error":  # a findings section, not a probe
+                self.findings.sections[message.section] = {
+                    **result.values, "duration_s": round(result.duration_s, 1)}
+            return
         self.findings.probes[result.name] = result
         if result.name == "system":
             for key in TARGET_FACTS:
@@ -319,9 +345,38 @@ class TargetView(Vertical):
 
     @property
     def busy(self) -> bool:
-        return any(slot.checking for slot in self.slots) or self._connecting()
+        return (any(slot.checking for slot in self.slots) or self._connecting()
+                or any(w.node is self and w.group == "measure" and w.is_running
+                       for w in self.workers))
 
     # -- batch ------------------------------------------------------------------
+    def start_measure(self) -> ProbeSlot:
+        """Mount the mixed-mode panel (if needed) and run the interference A/B in a worker."""
+        if self.mixed_slot is None:
+            self.mixed_slot = self._mixed_slot()
+            self.slots_extra.append(self.mixed_slot)
+            self.query_one(".panels", VerticalScroll).mount(self.mixed_slot,
+                                                            before=self.sizing_slot)
+        self.mixed_slot.state = "running"
+        self.mixed_slot.tick()
+        self.measure()
+        return self.mixed_slot
+
+    @work(exclusive=True, exit_on_error=False, group="measure")
+    async def measure(self) -> None:
+        slot, host = self.mixed_slot, self.spec.host
+        assert slot is not None
+        assert host is not None
+
+        def progress(p: Progress) -> None:
+            slot.post_message(ProgressArrived(self.spec.name, p))
+
+        result = await measure_mixed(self.batch_control, host, progress)
+        slot.post_message(ProbeFinished(self.spec.name, result, section="mixed"))
+        self.post_message(BatchStateChanged(self.spec.name, self.batch_view))
+        self.refresh_batch()
+
+    # -- batch state ------------------------------------------------------------
     @work(exclusive=True, exit_on_error=False, group="batch")
     async def refresh_batch(self) -> None:
         view = await self.batch_control.status(self.spec.host, self.spec.name)
@@ -341,18 +396,19 @@ class TargetView(Vertical):
 
     def apply_filter(self, text: str) -> int:
         shown = 0
-        for slot in [*self.slots, *([self.sizing_slot] if self.sizing_slot else [])]:
+        for slot in [*self.slots, *self.slots_extra,
+                     *([self.sizing_slot] if self.sizing_slot else [])]:
             visible = slot.matches(text)
             slot.set_class(not visible, "-hidden")
             shown += visible
         return shown
 
     def visible_slots(self) -> list[ProbeSlot]:
-        every = [*self.slots, *([self.sizing_slot] if self.sizing_slot else [])]
+        every = [*self.slots, *self.slots_extra, *([self.sizing_slot] if self.sizing_slot else [])]
         return [s for s in every if not s.has_class("-hidden")]
 
     def tick(self) -> None:
-        for slot in self.slots:
+        for slot in [*self.slots, *self.slots_extra]:
             slot.tick()
         if self.sizing_slot is not None:
             self.sizing_slot.tick()

@@ -17,6 +17,7 @@ from inferfit.tui.screens.help import HelpScreen
 from inferfit.tui.target_view import TargetHeader, TargetSpec
 from textual.widgets import DataTable, Input, TabbedContent
 
+from inferfit.api import Progress
 from inferfit.config import Config
 from inferfit.findings import Findings
 from inferfit.hosts import SSHHost, SSHOptions, SSHTarget
@@ -399,3 +400,67 @@ async def test_unreachable_target_shows_not_connected_and_keeps_running(
         await pilot.pause()
         assert view.conn_state == "failed"
         assert app.is_running
+
+
+async def test_m_without_mixed_mode_says_not_configured(kit: Any) -> None:
+    app = kit.live_app([kit.CountingProbe("alpha")])
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("m")
+        await pilot.pause()
+        assert any("batch control is not configured" in n for n in notes(app))
+
+
+async def test_m_measures_interference_after_asking_and_exports_it(
+    kit: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import inferfit.plugins.interference as interference
+
+    calls: list[str] = []
+
+    async def fake_measure(host: Any, controller: Any, options: Any, *, progress: Any = None,
+                           **override: Any) -> dict[str, Any]:
+        calls.append(controller.name)
+        progress(Progress("mixed", "pausing batch", 1 / 3))
+        return {"method": "http_probe", "controller": controller.name, "samples": 600,
+                "p95_ms_batch_on": 412.0, "p95_ms_batch_off": 120.0, "duration_s": 9.5}
+
+    monkeypatch.setattr(interference, "measure_interference", fake_measure)
+    batch = FakeBatch()
+    batch.options = {"controller": "signal", "pattern": "python3 worker.py",  # type: ignore[attr-defined]
+                     "measure_url": "http://127.0.0.1:8000/health", "measure_requests": 200}
+    batch.registry = kit.registry()  # type: ignore[attr-defined]
+    app = kit.live_app([kit.CountingProbe("alpha")], batch_control=batch)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("m")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "PAUSES batch load" in app.screen.question
+        assert "http://127.0.0.1:8000/health" in app.screen.question
+        await pilot.press("n")
+        await pilot.pause()
+        assert calls == []
+        await pilot.press("m")
+        await pilot.pause()
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert calls == ["signal"]
+        view = app.current_view()
+        assert view.mixed_slot is not None
+        assert view.mixed_slot.state == "ok"
+        assert "412 ms with batch running, 120 ms with it paused" in (
+            view.mixed_slot.result.summary)
+        assert view.findings.sections["mixed"]["p95_ms_batch_on"] == 412.0
+        out = tmp_path / "with-mixed.toml"
+        app.export_to(view, str(out))
+    assert Findings.load(out).sections["mixed"]["controller"] == "signal"
+    # ... and the replay shows it again.
+    replay = kit.replay_app(out)
+    async with replay.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        names = [s.probe_name for s in replay.current_view().visible_slots()]
+        assert names == ["alpha", "mixed", "sizing"]
