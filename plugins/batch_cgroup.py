@@ -80,6 +80,7 @@ pre() {
   done
 }
 apply() {
+  _k=$1
   _c=$1
   shift
   for _e; do
@@ -97,10 +98,10 @@ apply() {
     fi
     _c=$((_c - 1))
   done
-  # Freezing completes asynchronously: wait (at most 2 s) for it.
+  # Freezing completes asynchronously: wait (at most 5 s) for it.
   _t=0
-  while [ "$_t" -lt 20 ]; do
-    _c=$1
+  while [ "$_t" -lt 50 ]; do
+    _c=$_k
     _ok=1
     for _e; do
       [ "$_c" -gt 0 ] || break

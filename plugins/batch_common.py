@@ -19,6 +19,9 @@ from inferfit.api import BatchState
 from inferfit.hosts.base import Completed, Host, sh
 
 SCRIPT_TIMEOUT_S = 30.0
+# After a pause, how often (and how far apart) to re-read until the box shows it landed.
+SETTLE_READS = 6
+SETTLE_S = 0.5
 CONTROLLERS = ("signal", "cgroup", "systemd", "docker")
 CGROUP_ROOT = "/sys/fs/cgroup/"
 

@@ -8,6 +8,7 @@ docker daemon that is down or refuses the login user is a clear refusal.
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from typing import Any
 
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
+    SETTLE_READS,
+    SETTLE_S,
     BatchOptions,
     BatchRefused,
     ControllerState,
@@ -203,7 +206,12 @@ class DockerController:
             )
         notes = tuple(f"could not pause/unpause {line[5:]}" for line in lines
                       if line.startswith("fail "))
-        items, lease = await self._read(host, opts)
+        want = set(chosen)
+        for _ in range(SETTLE_READS):
+            items, lease = await self._read(host, opts)
+            if {i.ref for i in items if i.paused} >= want:
+                break
+            await asyncio.sleep(SETTLE_S)
         return self._state(opts, items, lease, notes)
 
     async def resume(self, host: Host, options: Mapping[str, Any]) -> ControllerState:

@@ -99,6 +99,7 @@ pre() {
   return 1
 }
 apply() {
+  _k=$1
   _c=$1
   shift
   for _e; do
@@ -111,10 +112,10 @@ apply() {
     fi
     _c=$((_c - 1))
   done
-  # SIGSTOP lands asynchronously: wait (at most 1 s) until the stopped ones show T.
+  # SIGSTOP lands asynchronously (the task must run to stop): wait up to 5 s for T.
   _t=0
-  while [ "$_t" -lt 10 ]; do
-    _c=$1
+  while [ "$_t" -lt 50 ]; do
+    _c=$_k
     _ok=1
     for _e; do
       [ "$_c" -gt 0 ] || break

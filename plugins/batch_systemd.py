@@ -14,6 +14,7 @@ processes (from its cgroup) for the signal method.
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from typing import Any
 
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
+    SETTLE_READS,
+    SETTLE_S,
     BatchOptions,
     BatchRefused,
     ControllerState,
@@ -239,7 +242,12 @@ class SystemdController:
             f"({line.split(' ', 2)[2] if line.count(' ') >= 2 else ''})".rstrip()
             for line in lines if line.startswith("nofreeze ")
         ) + tuple(f"could not pause {line[5:]}" for line in lines if line.startswith("fail "))
-        units, lease = await self._read(host, opts)
+        want = set(chosen)
+        for _ in range(SETTLE_READS):  # freezing and SIGSTOP land asynchronously
+            units, lease = await self._read(host, opts)
+            if {u.name for u in units if u.paused} >= want:
+                break
+            await asyncio.sleep(SETTLE_S)
         return self._state(opts, units, lease, notes)
 
     async def resume(self, host: Host, options: Mapping[str, Any]) -> ControllerState:

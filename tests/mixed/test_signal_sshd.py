@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from inferfit.plugins.batch_common import BatchRefused
@@ -241,5 +242,37 @@ async def test_a_process_the_user_may_not_signal_is_refused(
         assert own[0].state() != "T", "a refused pause must not stop the rest either"
         assert not list(lease_dir.glob("*.wd")) or all(
             not (lease_dir / p.name.replace(".wd", "")).exists() for p in lease_dir.glob("*.wd"))
+    finally:
+        await host.close()
+
+
+async def test_pid_1_is_never_signalled(box, workers, lease_dir, tmp_path, mx):
+    batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 1)
+    pidfile = tmp_path / "evil.pid"
+    pidfile.write_text(f"{batch[0].pid}\n1\n")
+    host = mx.host(box)
+    try:
+        with pytest.raises(BatchRefused) as info:
+            await SIGNAL.pause(host, _opts(lease_dir, pidfile=str(pidfile)))
+        assert info.value.kind == "selection_too_broad"
+        assert batch[0].state() != "T"
+    finally:
+        await host.close()
+
+
+async def test_default_lease_dir_is_private_under_home(box, workers, mx):
+    batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 1)
+    opts = {"controller": "signal", "pidfile": str(workers.pidfile("b.pid", batch)),
+            "lease_s": 30}
+    host = mx.host(box)
+    try:
+        state = await SIGNAL.pause(host, opts)
+        home = Path((await host.run(["sh", "-c", 'echo "$HOME"'], timeout=30)).stdout.strip())
+        lease_dir = home / ".cache" / "inferfit" / "batch"
+        assert (lease_dir / state.lease_name).is_file()
+        assert oct(lease_dir.stat().st_mode & 0o777) == "0o700"
+        await SIGNAL.resume(host, opts)
+        assert not (lease_dir / state.lease_name).exists()
+        assert batch[0].state() != "T"
     finally:
         await host.close()
