@@ -18,7 +18,8 @@ _TIME_RE = re.compile(rb"\d+(?:\.\d+)?\Z")
 _ID_RE = re.compile(r"\A(?:\d+|[0-9a-fA-F]{8,}|[0-9a-fA-F-]{32,36}|"
                     r"(?=[^/]*\d)[A-Za-z0-9_~.=+-]{16,})\Z")
 _DIGIT_RE = re.compile(r"\d")
-_IP_RE = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b|\b[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{0,4}){2,7}\b")
+_IP_RE = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b|\b[0-9a-fA-F]{0,4}(?::[0-9a-fA-F]{0,4}){3,7}\b"
+                    r"|[0-9a-fA-F]{0,4}::[0-9a-fA-F:]*")  # IPv4, IPv6 (not a 12:34:56 time)
 _QUERY_RE = re.compile(r"\?[^\s\"]*")
 
 

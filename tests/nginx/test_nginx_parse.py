@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from inferfit.probes.nginx_agg import Aggregator, aggregate_file
 from inferfit.probes.nginx_conf import parse_masters, parse_nginx_t, tokenize
 from inferfit.probes.nginx_format import COMBINED, LogFormat
-from inferfit.probes.nginx_values import bucket, bucket_value, parse_when, parse_window, route_of
+from inferfit.probes.nginx_values import (
+    bucket,
+    bucket_value,
+    parse_when,
+    parse_window,
+    redact,
+    route_of,
+)
 
 from .conftest import AI_API_TEXT, FIXTURES
 
@@ -154,6 +161,8 @@ def test_one_bad_line_in_a_big_chunk_is_counted_and_redacted():
     sample = got["bad_line_samples"][0]
     assert "10.1.2.3" not in sample
     assert "token=abc" not in sample
+    masked = redact(b"fe80::1 at 04:47:54 from 2001:db8:0:0:1:2:3:4")
+    assert masked == "x.x.x.x at 04:47:54 from x.x.x.x"
     assert len(sample) <= 121
 
 
