@@ -131,9 +131,9 @@ wd_start() {
     nohup sh -c "$_wd" "$MARK" "$@" </dev/null >/dev/null 2>&1 9>&- &
   fi
   _t=0
-  while [ "$_t" -lt 30 ]; do
+  while [ "$_t" -lt 150 ]; do
     [ -s "$1.wd" ] && return 0
-    sleep 0.1 2>/dev/null || sleep 1
+    sleep 0.02 2>/dev/null || { sleep 1; _t=$((_t + 49)); }
     _t=$((_t + 1))
   done
   return 1
