@@ -123,11 +123,15 @@ def test_ab_cycle_reports_higher_p95_with_batch_on(box, inferfit_cli, realtime, 
                     lease_dir=str(lease_dir), measure_url=realtime, measure_requests=40,
                     measure_concurrency=2, measure_settle_s=0.3)
     out = tmp_path / "findings.toml"
+    r = inferfit_cli("check", "--probe", "system", "--export", str(out), *box.cli())
+    assert out.exists(), r.stderr  # measure merges [mixed] into these findings
     t0 = time.monotonic()
     r = inferfit_cli("batch", "measure", "--yes", "--export", str(out), "--config", str(cfg),
                      *box.cli(), timeout=300)
     assert r.returncode == 0, r.stderr
-    mixed = tomllib.loads(out.read_text())["mixed"]
+    doc = tomllib.loads(out.read_text())
+    assert "system" in doc["probes"]  # the check's findings are kept
+    mixed = doc["mixed"]
     assert mixed["method"] == "http_probe"
     assert mixed["samples"] == 120
     assert mixed["samples_batch_on"] == 80

@@ -203,3 +203,31 @@ async def test_console_seam_toggles_counts_down_and_resumes_on_close(
         assert all(w.state() != "T" for w in batch)
     finally:
         await host.close()
+
+
+def test_interactive_confirmation_at_a_terminal(box, home, workers, lease_dir, tmp_path, mx):
+    """Without --yes, a terminal gets the list of what would be paused and a y/N question."""
+    import pty
+
+    batch = workers.start(f"ifx-{uuid.uuid4().hex[:8]}", 2)
+    cfg = str(_cfg(mx, tmp_path, workers, lease_dir, batch, lease_s=60))
+    for answer, code, stopped in (("n", 2, False), ("y", 0, True)):
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([EXE, "batch", "pause", "--config", cfg, *box.cli()],
+                                stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        os.close(slave)
+        try:
+            os.write(master, f"{answer}\n".encode())
+            out, err = proc.communicate(timeout=60)
+        finally:
+            os.close(master)
+        assert proc.returncode == code, err.decode()
+        text = out.decode()
+        assert "would pause the batch" in text
+        assert all(str(w.pid) in text for w in batch)
+        assert "Proceed? [y/N]" in text
+        assert all((w.state() == "T") == stopped for w in batch)
+    r = subprocess.run([EXE, "batch", "resume", "--config", cfg, *box.cli()],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0
+    assert all(w.state() != "T" for w in batch)
