@@ -169,7 +169,7 @@ def parse_selection(text: str) -> Selection:
         tag, _, rest = line.partition(" ")
         if tag == "pid":
             parts = rest.split(" ", 4)
-            if len(parts) >= 4 and parts[0].isdigit():
+            if len(parts) >= 4 and parts[0].isdigit() and parts[1] not in ("Z", "X"):
                 sel.procs.append(Proc(int(parts[0]), parts[1], parts[2], _int(parts[3]),
                                       parts[4].strip() if len(parts) > 4 else ""))
         elif tag == "self":

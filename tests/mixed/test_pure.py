@@ -105,6 +105,7 @@ def test_selection_and_cgroup_parsers():
         "self 812 sshd: root@notty\n"
         "pid 900 T 123456 0 python3 worker.py --batch\n"
         "pid 77 S 5555 1000 python3 worker.py --batch\n"
+        "pid 78 Z 5556 1000 \n"
         "gone 901\nbad 12ab\n"
         "lease tok 1300 1200 4444 1\n")
     assert [p.pid for p in sel.procs] == [77, 900]
