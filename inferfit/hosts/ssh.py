@@ -346,10 +346,14 @@ class SSHHost:
         deadline = None if timeout is None else time.monotonic() + timeout
         async with self._channels:
             try:
-                proc = await conn.create_process(command, stderr=asyncssh.DEVNULL)
+                proc = await _open_process(
+                    conn, command, stderr=asyncssh.DEVNULL, encoding="utf-8", errors="replace"
+                )
             except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost) as exc:
-                self._conn = None
-                raise self._lost(argv, exc) from None
+                if conn.is_closed():
+                    self._conn = None
+                    raise self._lost(argv, exc) from None
+                raise HostError(f"cannot open an SSH channel on {self.name}: {exc}") from None
             try:
                 if stdin is not None:
                     proc.stdin.write(stdin.decode("utf-8", "replace"))
@@ -374,8 +378,8 @@ class SSHHost:
 
 
 async def _open_process(
-    conn: asyncssh.SSHClientConnection, command: str
-) -> asyncssh.SSHClientProcess[bytes]:
+    conn: asyncssh.SSHClientConnection, command: str, **kwargs: Any
+) -> asyncssh.SSHClientProcess[Any]:
     """Open a session channel, retrying briefly while sshd still counts closed ones.
 
     sshd frees a session slot only after it has reaped the command, so a burst
@@ -383,7 +387,7 @@ async def _open_process(
     """
     for attempt in range(40):
         try:
-            return await conn.create_process(command, encoding=None)
+            return await conn.create_process(command, **({"encoding": None} | kwargs))
         except asyncssh.ChannelOpenError:
             if attempt == 39 or conn.is_closed():
                 raise

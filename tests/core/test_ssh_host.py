@@ -257,6 +257,9 @@ async def test_stream_closed_early_ends_quiet_remote_command(sshd, tmp_path: Pat
         # a stream whose command ends by itself ends the iteration
         lines = [line async for line in host.stream(["printf", "a\\nb\\n"], timeout=10)]
         assert lines == ["a", "b"]
+        # non-UTF-8 bytes (a log line from a scanner) are replaced, never fatal
+        raw = [line async for line in host.stream(["printf", "ok\\377x\\n"], timeout=10)]
+        assert raw == ["ok\ufffdx"]
     finally:
         await host.close()
     deadline = time.monotonic() + 10
