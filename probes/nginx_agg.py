@@ -25,7 +25,7 @@ from inferfit.probes.nginx_values import (
     upstream_statuses,
 )
 
-CHUNK_BYTES = 2 << 20
+CHUNK_BYTES = 1 << 19
 MAX_LINE = 1 << 20
 SLACK_S = 120
 MAX_ROUTES = 500
@@ -517,14 +517,20 @@ def window_bounds(last: int | None, window_s: int | None, since: int | None,
     return start, end
 
 
-def aggregate_stream(fh: BinaryIO, agg: Aggregator, start: int = 0) -> int:
-    """Feed complete lines from ``start`` to EOF; returns the bytes read."""
-    fh.seek(start)
+def aggregate_stream(fh: BinaryIO, agg: Aggregator, start: int = 0, end: int | None = None) -> int:
+    """Feed the complete lines that begin in ``[start, end)`` (``end`` None: to EOF).
+
+    A line cut by ``start`` belongs to the range before it and is skipped. Returns
+    the bytes read.
+    """
+    skipping = start > 0  # read the byte before start: a newline there means start is aligned
+    pos = start - 1 if skipping else 0
+    fh.seek(pos)
     read = 0
     carry = b""
-    skipping = False
     while True:
-        data = fh.read(CHUNK_BYTES)
+        want = CHUNK_BYTES if end is None else min(CHUNK_BYTES, end - pos - read)
+        data = fh.read(want) if want > 0 else b""
         if not data:
             break
         read += len(data)
