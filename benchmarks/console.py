@@ -6,10 +6,11 @@ Runs the real `inferfit` binary in a pseudo-terminal (120x40):
 
 1. time to first frame of `inferfit show tests/fixtures/tui/a100-box.toml` (replay) and of a
    live `inferfit` on this machine: spawn until the footer's "re-run" appears on the terminal;
-2. the live console's own CPU (utime+stime of the inferfit process, from /proc) over
-   ``--seconds`` after a short warm-up, with three live panels at 1 Hz: GPU (a fake
-   nvidia-smi first on PATH streams readings every 1000 ms), latency (TCP to a listener on
-   127.0.0.1) and nginx (`tail -F` of a log this script appends to, 20 lines/s).
+2. the replay's idle CPU (``--idle-seconds``: Textual's floor here), and the live
+   console's own CPU (utime+stime of the inferfit process, from /proc) over ``--seconds``
+   after a short warm-up, with three live panels at 1 Hz: GPU (a fake nvidia-smi first on
+   PATH streams readings every 1000 ms), latency (TCP to a listener on 127.0.0.1) and nginx
+   (`tail -F` of a log this script appends to, 20 lines/s).
    Children (nvidia-smi, the latency agent, tail) are not the console and are not counted.
 
 Glances is often quoted at 7–25 % of a core; with ``--glances PATH`` the same measurement
@@ -165,6 +166,8 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--warmup", type=float, default=8.0)
+    parser.add_argument("--idle-seconds", type=float, default=10.0,
+                        help="also measure the replay's idle CPU for this long (0: skip)")
     parser.add_argument("--glances", metavar="PATH", help="glances executable to compare with")
     parser.add_argument("--profile", metavar="FILE",
                         help="run the live console under cProfile, stats to FILE")
@@ -198,9 +201,13 @@ def main() -> int:
     try:
         replay = Term([exe, "show", str(FIXTURE)], env, tmp)
         first = replay.wait_for(b"re-run", 60)
+        idle = measure_cpu(replay, 2.0, args.idle_seconds) if args.idle_seconds else None
         replay.stop("q")
         print(f"  first frame, `inferfit show` (replay):      "
               f"{'timeout' if first is None else f'{first * 1000:,.0f} ms'}")
+        if idle is not None:
+            print(f"  replay (nothing live) CPU over {args.idle_seconds:g} s:     "
+                  f"{idle:.2f} % of one core (Textual's floor here)")
         wrap = [sys.executable, "-m", "cProfile", "-o", args.profile] if args.profile else []
         live = Term([*wrap, exe, "--config", str(config)], env, tmp)
         first = live.wait_for(b"re-run", 60)

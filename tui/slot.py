@@ -100,7 +100,13 @@ class ProbeSlot(Vertical, can_focus=True):
         return not text or text in self.probe_name.lower() or text in self.title.lower()
 
     def tick(self) -> None:
-        """Refresh the subtitle: state and 'updated Ns ago' (or the recording time)."""
+        """Draw pending live data, refresh the subtitle: state and 'updated … ago'."""
+        flush = getattr(self.panel, "flush", None)
+        if flush is not None:
+            try:
+                flush()
+            except Exception as exc:  # a broken plugin panel must not kill the console
+                self.panel.app.log.error(f"panel {type(self.panel).__name__} flush: {exc!r}")
         icon = STATUS_ICON.get(self.state, "")
         style = STATUS_STYLE.get(self.state, "")
         parts = [f"[{style}]{icon} {self.state}[/]"]

@@ -237,6 +237,8 @@ async def test_a_raising_probe_shows_an_error_while_others_keep_updating(kit: An
         assert slots["ticker"].state == "ok"
         assert ticker.sent == 6
         assert slots["ticker"].updated_at is not None
+        view.tick()  # the 1 Hz tick draws pending live data
+        await pilot.pause()
         live_text = str(slots["ticker"].panel.query_one(".live").render())
         assert "tick" in live_text  # the last sample reached the panel
         assert view.findings.probes["broken"].status == "error"

@@ -110,6 +110,7 @@ async def test_gpu_panel_sparklines_follow_live_samples(kit: Any) -> None:
         panel = app.query_one(GpuPanel)
         for values in samples:
             panel.show_sample(Sample("gpu", values, at=values["at"]))
+        panel.flush()  # what the console's 1 Hz tick does
         await pilot.pause()
         sparks = list(panel.query(Sparkline))
         assert [len(s.data or []) for s in sparks] == [len(samples)] * 3
@@ -120,6 +121,7 @@ async def test_gpu_panel_sparklines_follow_live_samples(kit: Any) -> None:
         # Per-device samples (one device per Sample) make one point per round, not per device.
         panel.show_sample(Sample("gpu", {"index": 0, "util_gpu_pct": 10.0}))
         panel.show_sample(Sample("gpu", {"index": 1, "util_gpu_pct": 30.0}))
+        panel.flush()
         await pilot.pause()
         assert len(panel.history.get("util")) == len(samples) + 1
 
@@ -152,6 +154,8 @@ async def test_latency_panel_keeps_a_sparkline_per_region(kit: Any) -> None:
         panel = app.query_one(LatencyPanel)
         for values in samples:
             panel.show_sample(Sample("latency", values))
+        assert panel.dirty  # drawn at the next tick, not once per sample
+        panel.flush()
         await pilot.pause()
         assert len(panel.history.get("us-east")) == len(samples)
         shown = text_of(panel)

@@ -35,6 +35,7 @@ def feed(probe: str, samples: list[dict[str, Any]]) -> Callable[[Pilot[Any]], An
                                              values["values"]))
             else:
                 panel.show_sample(Sample(probe, values, at=values.get("at", 0.0)))  # type: ignore[attr-defined]
+        panel.flush()  # type: ignore[attr-defined]
         await pilot.pause()
 
     return run_before

@@ -9,7 +9,9 @@ line; the panel only turns data into pixels:
 - ``show_sample(sample)``: a live reading from ``LiveProbe.watch`` (about 1 Hz)
 - ``show_progress(progress)``: a Progress report while ``check()`` runs
 
-Each is called on the UI thread and must not do I/O.
+Each is called on the UI thread and must not do I/O. ``show_sample`` should
+only record the reading and call ``mark_dirty()``: the frame calls ``flush()``
+once per console tick, so all live panels redraw together about once a second.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class ProbePanel(Widget):
         self.result: ProbeResult | None = None
         self.ready = False  # set once mounted: children exist and can be updated
         self._shown: dict[str, object] = {}
+        self.dirty = False
         self.version = 0  # bumped on every new result (what `put` keys result-driven parts on)
 
     def on_mount(self) -> None:
@@ -56,6 +59,7 @@ class ProbePanel(Widget):
     def show_result(self, result: ProbeResult) -> None:
         self.result = result
         self.version += 1
+        self.dirty = False
         self.refresh_view()
 
     def show_sample(self, sample: Sample) -> None:
@@ -67,6 +71,20 @@ class ProbePanel(Widget):
     def refresh_view(self) -> None:
         """Re-render from ``self.result`` and any live state."""
         return None
+
+    def mark_dirty(self) -> None:
+        """Live data changed: re-render at the next console tick (about 1 Hz).
+
+        Samples from several probes arrive at different moments of a second;
+        drawing them together is one frame a second instead of one per sample.
+        """
+        self.dirty = True
+
+    def flush(self) -> None:
+        """Re-render now if live data changed since the last render."""
+        if self.dirty and self.ready:
+            self.dirty = False
+            self.refresh_view()
 
     def put(self, selector: str, key: object, build: Callable[[], Any], *,
             layout: bool = True) -> None:

@@ -36,11 +36,11 @@ class GenericPanel(ProbePanel):
 
     def show_sample(self, sample: Sample) -> None:
         self._live = dict(sample.values)
-        self.refresh_view()
+        self.mark_dirty()
 
     def show_progress(self, progress: Progress) -> None:
         self._progress = progress if (progress.fraction or 0) < 1 else None
-        self.refresh_view()
+        self.mark_dirty()
 
     def refresh_view(self) -> None:
         if not self.ready:

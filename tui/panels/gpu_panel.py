@@ -70,7 +70,7 @@ class GpuPanel(ProbePanel):
             # One point per round: the lowest device closes a round of per-device samples.
             if key == min(self.latest, key=_sort_key):
                 self._push()
-        self.refresh_view()
+        self.mark_dirty()
 
     def _push(self) -> None:
         util, mem_pct, power = aggregate(self._devices())
@@ -110,7 +110,11 @@ class GpuPanel(ProbePanel):
         self.query_one("#gpu-mem", SparkRow).set(self.history.get("mem") or _one(mem_pct), mem_text)
         self.query_one("#gpu-power", SparkRow).set(
             self.history.get("power") or _one(power), fnum(power, 0, "W total"))
-        self.put(".devices", repr(devices), lambda: device_table(devices))
+        # Every column is no_wrap: the table's height is its row count, so a new layout
+        # is only needed when devices appear (re-laying-out each second costs CPU).
+        self.put(".devices", repr(devices), lambda: device_table(devices),
+                 layout=self._shown.get("#rows") != len(devices))
+        self._shown["#rows"] = len(devices)
         self.put(".notes", self.version, lambda: notes_text(self.result))
 
 

@@ -74,7 +74,7 @@ class LatencyPanel(ProbePanel):
                     maxlen=self.history.size)
             else:
                 self.history.add(name, rtt)
-        self.refresh_view()
+        self.mark_dirty()
 
     def refresh_view(self) -> None:
         if not self.ready:
@@ -83,7 +83,11 @@ class LatencyPanel(ProbePanel):
         regions = table_rows(self.result.values.get("regions") if self.result else None)
         key = (self.version, tuple(self.live_names),
                tuple(tuple(self.history.get(n)[-16:]) for n in self.live_names))
-        self.put(".regions", key, lambda: region_table(regions, self.history, self.live_names))
+        rows = len(regions) + len([n for n in self.live_names
+                                   if n not in {str(r.get("name")) for r in regions}])
+        self.put(".regions", key, lambda: region_table(regions, self.history, self.live_names),
+                 layout=self._shown.get("#rows") != rows)  # no_wrap columns: height = rows
+        self._shown["#rows"] = rows
         self.put(".notes", self.version, lambda: notes_text(self.result))
 
 

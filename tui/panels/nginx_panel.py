@@ -85,7 +85,7 @@ class NginxPanel(ProbePanel):
         self.history.add("p95", num(pick(v, *P95)))
         self.history.add("p99", num(pick(v, *P99)))
         self.history.add("5xx", count_5xx(v))
-        self.refresh_view()
+        self.mark_dirty()
 
     def refresh_view(self) -> None:
         if not self.ready:
