@@ -108,7 +108,7 @@ def generate(n: int, out: Path, seed: int = 4) -> tuple[Path, Path]:
 
 INFERFIT_CODE = r"""
 import json, sys, time
-from inferfit.probes.nginx_agg import aggregate_file
+from inferfit.probes.nginx_scan import aggregate_file
 from inferfit.probes.nginx_format import COMBINED, LogFormat
 fmt = COMBINED if sys.argv[2] == "combined" else sys.argv[3]
 started = time.perf_counter()

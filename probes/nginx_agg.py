@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import accumulate, compress, islice, repeat
-from typing import Any, BinaryIO
+from typing import Any
 
 from inferfit.probes.nginx_format import LogFormat
 from inferfit.probes.nginx_values import (
@@ -25,11 +25,15 @@ from inferfit.probes.nginx_values import (
     upstream_statuses,
 )
 
-CHUNK_BYTES = 1 << 19
-MAX_LINE = 1 << 20
 SLACK_S = 120
+HOLD_S = 300
 MAX_ROUTES = 500
 TOP_ROUTES = 10
+_SUMS = ("lines", "bad", "out_of_window", "retries", "up_attempts", "up_errors",
+         "bytes_total", "bytes_n")
+_MAXES = ("peak_qps", "peak_bytes")
+
+
 class _Route:
     __slots__ = ("c4", "c5", "hist", "n")
 
@@ -67,7 +71,11 @@ class Aggregator:
         self._tcache: dict[bytes, int] = {}
         self._tms: dict[bytes, tuple[int, int] | None] = {}
         self._ok: dict[str, set[bytes]] = {}  # raw tokens already found valid
-        self._names: set[str] = set()  # route names handed out (MAX_ROUTES, then "(other)")
+        # route names handed out, in first-seen order (MAX_ROUTES, then "(other)")
+        self._names: dict[str, None] = {}
+        # a worker of a parallel run keeps its first HOLD_S seconds unfolded (see merge)
+        self.hold = False
+        self._hold_until: int | None = None
         self._tz: bytes | None = None
         self.status: Counter[bytes] = Counter()
         # raw counters keyed by raw tokens, folded by _flush():
@@ -300,6 +308,8 @@ class Aggregator:
                 slot[0] += c
                 slot[1] += b
         lo, hi = min(bysec), max(bysec)
+        if self.hold and self._hold_until is None:
+            self._hold_until = lo + HOLD_S
         self.first = lo if self.first is None else min(self.first, lo)
         self.last = hi if self.last is None else max(self.last, hi)
         if len(ps) > 900:
@@ -307,7 +317,8 @@ class Aggregator:
 
     def _fold(self, before: int | None) -> None:
         ps = self.per_sec
-        for s in [s for s in ps if before is None or s < before]:
+        held = self._hold_until if self.hold and before is not None else None
+        for s in [s for s in ps if (before is None or s < before) and (held is None or s >= held)]:
             c, b = ps.pop(s)
             self.peak_qps = max(self.peak_qps, c)
             self.peak_bytes = max(self.peak_bytes, b)
@@ -327,7 +338,7 @@ class Aggregator:
             rc.clear()
         plain = "request" in cols
         uvar = "request_uri" if "request_uri" in cols else "uri"
-        for k in set(keys):
+        for k in dict.fromkeys(keys):  # first-seen order: route names are handed out in it
             if k not in rc:
                 if isinstance(k, tuple):
                     m, u = lf.strip("request_method", k[0]), lf.strip(uvar, k[1])
@@ -344,7 +355,7 @@ class Aggregator:
                 names = self._names
                 if name not in names and len(names) >= MAX_ROUTES:
                     name = "(other)"
-                names.add(name)
+                names[name] = None
                 rc[k] = name
         return list(map(rc.__getitem__, keys))
 
@@ -395,6 +406,50 @@ class Aggregator:
                 self.retries += (up[1] - 1) * c
         for counter in (self.c_rs, self.c_rr, self.c_up):
             counter.clear()
+
+    # parallel workers ------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """Everything ``merge`` needs, as plain (``marshal``-able) data."""
+        self._flush()
+        st: dict[str, Any] = {k: getattr(self, k) for k in _SUMS + _MAXES}
+        st.update(samples=self.samples, first=self.first, last=self.last,
+                  per_sec=self.per_sec, status=dict(self.status), names=list(self._names),
+                  rt=self.rt.state(), ut=self.ut.state(), nt=self.nt.state(),
+                  routes={k: (r.n, r.c4, r.c5, r.hist.state()) for k, r in self.routes.items()})
+        return st
+
+    def merge(self, st: dict[str, Any]) -> None:
+        """Add a worker's ``state()``; workers are merged in file order.
+
+        Seconds cut by a range boundary are summed before peaks are taken
+        (workers fold only the seconds far from both ends of their range).
+        """
+        for k in _SUMS:
+            setattr(self, k, getattr(self, k) + st[k])
+        for k in _MAXES:
+            setattr(self, k, max(getattr(self, k), st[k]))
+        self.samples = (self.samples + st["samples"])[:MAX_SAMPLES]
+        for a, b in (("first", min), ("last", max)):
+            if st[a] is not None:
+                setattr(self, a, st[a] if getattr(self, a) is None else b(getattr(self, a), st[a]))
+        ps = self.per_sec
+        for s, (c, b) in st["per_sec"].items():
+            slot = ps.setdefault(s, [0, 0])
+            slot[0] += c
+            slot[1] += b
+        self.status.update(st["status"])
+        for h, k in ((self.rt, "rt"), (self.ut, "ut"), (self.nt, "nt")):
+            h.merge(st[k])
+        names = self._names
+        for name in st["names"]:  # as if one reader had seen this range after the others
+            if name != "(other)" and name not in names and len(names) < MAX_ROUTES:
+                names[name] = None
+        for name, (n, c4, c5, hist) in st["routes"].items():
+            r = self.routes.setdefault(name if name in names else "(other)", _Route())
+            r.n += n
+            r.c4 += c4
+            r.c5 += c5
+            r.hist.merge(hist)
 
     # results ---------------------------------------------------------------
     def result(self) -> dict[str, Any]:
@@ -460,8 +515,9 @@ class Aggregator:
         return out
 
 
-# -- reading a file -----------------------------------------------------------
-def _line_time(lf: LogFormat, line: bytes) -> int | None:
+# -- times of single lines (finding the window) -------------------------------
+def parse_time(lf: LogFormat, line: bytes) -> int | None:
+    """The time of one line in epoch seconds (None when it has none or does not parse)."""
     vals = lf.parse_line(line)
     if vals is None or not lf.time_var:
         return None
@@ -478,34 +534,10 @@ def last_time(lf: LogFormat, tail: bytes) -> int | None:
     """The latest time among the complete lines of a file's tail."""
     best = None
     for line in tail.split(b"\n")[1:]:
-        t = _line_time(lf, line)
+        t = parse_time(lf, line)
         if t is not None and (best is None or t > best):
             best = t
     return best
-
-
-def _time_at(fh: BinaryIO, lf: LogFormat, offset: int) -> int | None:
-    fh.seek(offset)
-    data = fh.read(65536)
-    lines = data.split(b"\n")
-    for line in lines[1:-1] if offset else lines[:-1]:
-        t = _line_time(lf, line)
-        if t is not None:
-            return t
-    return None
-
-
-def seek_time(fh: BinaryIO, lf: LogFormat, size: int, when: int) -> int:
-    """An offset at or before the first line at ``when`` (logs are written in time order)."""
-    lo, hi = 0, size
-    while hi - lo > 65536:
-        mid = (lo + hi) // 2
-        t = _time_at(fh, lf, mid)
-        if t is None or t >= when:
-            hi = mid
-        else:
-            lo = mid
-    return lo
 
 
 def window_bounds(last: int | None, window_s: int | None, since: int | None,
@@ -515,60 +547,3 @@ def window_bounds(last: int | None, window_s: int | None, since: int | None,
     if start is None and window_s is not None and end is not None:
         start = end - window_s
     return start, end
-
-
-def aggregate_stream(fh: BinaryIO, agg: Aggregator, start: int = 0, end: int | None = None) -> int:
-    """Feed the complete lines that begin in ``[start, end)`` (``end`` None: to EOF).
-
-    A line cut by ``start`` belongs to the range before it and is skipped. Returns
-    the bytes read.
-    """
-    skipping = start > 0  # read the byte before start: a newline there means start is aligned
-    pos = start - 1 if skipping else 0
-    fh.seek(pos)
-    read = 0
-    carry = b""
-    while True:
-        want = CHUNK_BYTES if end is None else min(CHUNK_BYTES, end - pos - read)
-        data = fh.read(want) if want > 0 else b""
-        if not data:
-            break
-        read += len(data)
-        if skipping:
-            cut = data.find(b"\n")
-            if cut < 0:
-                continue
-            data = data[cut + 1:]
-            skipping = False
-        data = carry + data
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            carry = data
-            if len(carry) > MAX_LINE:
-                agg.bad_line(carry)
-                carry, skipping = b"", True
-            continue
-        carry = data[cut + 1:]
-        agg.feed(data[:cut])
-    if carry and not skipping:
-        agg.feed(carry)
-    return read
-
-
-def aggregate_file(path: str, lf: LogFormat, window_s: int | None = 900,
-                   since: int | None = None, until: int | None = None) -> dict[str, Any]:
-    """Aggregate the window of a log file where it lies (this runs on the box)."""
-    with open(path, "rb") as fh:
-        size = fh.seek(0, 2)
-        fh.seek(max(0, size - 262144))
-        last = last_time(lf, fh.read()) if lf.time_var else None
-        start_t, end_t = window_bounds(last, window_s, since, until)
-        if not lf.time_var:
-            start_t = end_t = None
-        offset = seek_time(fh, lf, size, start_t - SLACK_S) if start_t is not None else 0
-        agg = Aggregator(lf, start_t, end_t)
-        read = aggregate_stream(fh, agg, offset)
-    out = agg.result()
-    out["file_bytes"] = size
-    out["bytes_scanned"] = read
-    return out

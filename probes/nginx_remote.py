@@ -1,8 +1,8 @@
 """The self-contained script sent to the box's ``python3`` on stdin.
 
-It is built from the source of ``nginx_format``, ``nginx_values`` and
-``nginx_agg`` (the same code the tests import), so only aggregates cross the network. Options travel
-as one JSON argument (``python3 - '{...}'``), never pasted into the script.
+It is built from the source of ``nginx_format``, ``nginx_values``, ``nginx_agg``
+and ``nginx_scan`` (the same code the tests import), so only aggregates cross the
+network. Options travel as one JSON argument (``python3 - '{...}'``), never pasted into the script.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-MODULES = ("nginx_format.py", "nginx_values.py", "nginx_agg.py")
+MODULES = ("nginx_format.py", "nginx_values.py", "nginx_agg.py", "nginx_scan.py")
 
 MAIN = r'''
 
@@ -23,7 +23,7 @@ def _main():
     try:
         lf = LogFormat(opts["format"], opts.get("escape", "default"), opts.get("name", ""))
         out = aggregate_file(opts["path"], lf, opts.get("window_s"), opts.get("since"),
-                             opts.get("until"))
+                             opts.get("until"), opts.get("workers"))
     except FormatError as exc:
         out = {"error": "bad_format", "message": str(exc)}
     except PermissionError as exc:

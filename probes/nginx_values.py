@@ -77,6 +77,24 @@ class Hist:
         if v > self.max:
             self.max = v
 
+    def state(self) -> tuple[dict[int, int], dict[int, int], dict[int, int], int, int, int]:
+        """Plain data (``marshal``-able) for ``merge`` in another process."""
+        return self.counts, self.lo, self.hi, self.n, self.total, self.max
+
+    def merge(self, st: tuple[dict[int, int], dict[int, int], dict[int, int], int, int, int]
+              ) -> None:
+        counts, lo, hi, n, total, top = st
+        for b, c in counts.items():
+            if b in self.counts:
+                self.counts[b] += c
+                self.lo[b] = min(self.lo[b], lo[b])
+                self.hi[b] = max(self.hi[b], hi[b])
+            else:
+                self.counts[b], self.lo[b], self.hi[b] = c, lo[b], hi[b]
+        self.n += n
+        self.total += total
+        self.max = max(self.max, top)
+
     def percentile(self, p: float) -> float | None:
         """Nearest-rank percentile (the value at rank ceil(p/100 * n))."""
         if not self.n:

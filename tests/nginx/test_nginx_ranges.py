@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
-from inferfit.probes.nginx_agg import aggregate_file
+from inferfit.probes import nginx_agg, nginx_scan
 from inferfit.probes.nginx_format import COMBINED, LogFormat
+from inferfit.probes.nginx_scan import aggregate_file
 
 from .conftest import AI_API_TEXT, FIXTURES
 
@@ -27,3 +31,69 @@ def test_a_window_that_starts_mid_file_has_no_bad_first_line(tmp_path, fmt, path
     assert got["lines"] == 3519
     assert got["bad_lines"] == 0
     assert "bad_line_samples" not in got
+
+
+@pytest.mark.parametrize(("fmt", "path"), [(AI_API_TEXT, AI_LOG), (COMBINED, COMBINED_LOG)])
+def test_parallel_workers_give_the_same_result_as_one_reader(tmp_path, monkeypatch, fmt, path):
+    lines = path.read_bytes().splitlines()
+    bad = [b"10.1.2.3 garbage one", b"garbage two", b"x" * 300]
+    # an hour of older traffic, then the fixture with bad lines spread through it
+    body = [*_hour_older(lines), *lines[:1000], bad[0], *lines[1000:2000], bad[1],
+            *lines[2000:], bad[2]]
+    log = tmp_path / "a.log"
+    log.write_bytes(b"\n".join(body) + b"\n")
+    lf = LogFormat(fmt)
+    for window, max_routes in ((None, 500), (900, 500), (None, 3)):
+        monkeypatch.setattr(nginx_agg, "MAX_ROUTES", max_routes)  # 3: most fold into "(other)"
+        one = aggregate_file(str(log), lf, window, workers=1)
+        monkeypatch.setattr(nginx_scan, "PARALLEL_MIN_BYTES", 1 << 12)
+        for workers in (2, 3, 7):
+            many = aggregate_file(str(log), lf, window, workers=workers)
+            assert many.pop("workers") == workers
+            assert many.pop("bytes_scanned") >= one["bytes_scanned"] - 1
+            want = {k: v for k, v in one.items() if k not in ("workers", "bytes_scanned")}
+            if max_routes == 3:  # which rare routes fold into "(other)" depends on the order
+                assert any(r["route"] == "(other)" for r in many["routes"])
+                assert many.pop("routes")[0] == want.pop("routes")[0]
+            assert many == want
+        monkeypatch.undo()
+    assert one["lines"] == 3519 + len(lines)
+    assert one["bad_lines"] == 3
+
+
+def test_range_cuts_fall_on_line_starts(tmp_path):
+    log = tmp_path / "a.log"
+    data = b"".join(b"x" * (i % 50) + b"\n" for i in range(2000))
+    log.write_bytes(data)
+    with log.open("rb") as fh:
+        cuts = nginx_scan.split_ranges(fh, 0, len(data), 8)
+    assert cuts[0] == 0
+    assert cuts[-1] == len(data)
+    assert cuts == sorted(set(cuts))
+    assert len(cuts) == 9
+    assert all(data[c - 1:c] == b"\n" for c in cuts[1:])
+
+
+def test_a_busy_second_cut_by_a_range_boundary_still_counts_whole(tmp_path, monkeypatch):
+    """Seconds at range edges are summed across workers before the peak is taken."""
+    lines = AI_LOG.read_bytes().splitlines()
+    stamp = re.compile(rb"2026-11-30T\d\d:\d\d:\d\d")
+
+    def at(line: bytes, s: int) -> bytes:
+        return stamp.sub(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(1796000000 + s))
+                         .encode(), line)
+
+    body = [at(lines[i % len(lines)], i // 2) for i in range(3000)]  # 1,500 s at 2/s
+    burst = [at(ln, 750) for ln in lines[:61]]  # then 61 + 2 lines in second 750, mid-file
+    log = tmp_path / "a.log"
+    log.write_bytes(b"\n".join([*body[:1500], *burst, *body[1500:]]) + b"\n")
+    lf = LogFormat(AI_API_TEXT)
+    one = aggregate_file(str(log), lf, None, workers=1)
+    assert one["qps_peak"] == 63
+    monkeypatch.setattr(nginx_scan, "PARALLEL_MIN_BYTES", 1 << 12)
+    for workers in (2, 4):
+        many = aggregate_file(str(log), lf, None, workers=workers)
+        assert many["workers"] == workers
+        for key in ("lines", "qps_peak", "bandwidth_mbit_peak", "window_s", "status_counts",
+                    "request_time_ms_p99", "routes"):
+            assert many[key] == one[key], key
