@@ -200,19 +200,30 @@ class LogFormat:
         ``chunk`` has no trailing newline and already has ``", "`` folded to ``","``
         (when ``fold``). Values come as raw tokens, literals glued on: see ``strip``.
         """
+        got = self.parse_block(chunk, n)
+        return got[0] if got is not None else None
+
+    def parse_block(self, chunk: bytes, n: int | None = None) -> tuple[dict[str, Any], int] | None:
+        """``parse_chunk`` that also counts the lines (``n`` None), and returns the count."""
         if self.plan is None or SENT in chunk:
             return None
         q, plan = self.plan
+        # One pass marks every line end with a sentinel token; the growth counts the lines.
+        marked = chunk.replace(b"\n", b" \x01 ")
+        lines = (len(marked) - len(chunk)) // 2 + 1
+        if n is None:
+            n = lines
+        elif n != lines:
+            return None
         if q:
-            parts = chunk.split(b'"')
+            parts = marked.split(b'"')
             if len(parts) != q * n + 1:
                 return None
-            # A newline outside segment 0 would break the sentinel check in _cut.
-            seg0 = b"".join(parts[0::q])
-            pieces: list[Any] = [seg0.replace(b"\n", b" \x01 ")]
+            # All n - 1 sentinels must land in segment 0, at the places _cut checks.
+            pieces: list[Any] = [b"".join(parts[0::q])]
             pieces.extend(parts[i::q] for i in range(1, q))
         else:
-            pieces = [chunk.replace(b"\n", b" \x01 ")]
+            pieces = [marked]
         cols: dict[str, Any] = {}
         for (kind, what), piece in zip(plan, pieces):  # noqa: B905 (python3.7 on the box)
             if kind == "raw":
@@ -227,7 +238,7 @@ class LogFormat:
             text = piece if isinstance(piece, bytes) else b" \x01 ".join(piece)
             if not self._cut(text, what, n, cols):
                 return None
-        return cols
+        return cols, n
 
     def _cut(self, text: bytes, tokens: list[tuple[bytes, int, str, bytes]], n: int,
              cols: dict[str, Any]) -> bool:
