@@ -49,6 +49,7 @@ def fold_lists(block: bytes) -> bytes:
     return b"".join(out)
 
 
+_KEY_VARS = ("status", "request_time", "upstream_response_time", "upstream_status")
 _SUMS = ("lines", "bad", "out_of_window", "retries", "up_attempts", "up_errors",
          "bytes_total", "bytes_n")
 _MAXES = ("peak_qps", "peak_bytes")
@@ -98,11 +99,12 @@ class Aggregator:
         self._hold_until: int | None = None
         self._tz: bytes | None = None
         self.status: Counter[bytes] = Counter()
-        # raw counters keyed by raw tokens, folded by _flush():
-        # (route, status), (route, request_time), (request_time, upstream time, upstream status)
-        self.c_rs: Counter[tuple[str, bytes]] = Counter()
-        self.c_rr: Counter[tuple[str, bytes]] = Counter()
-        self.c_up: Counter[tuple[bytes, bytes, bytes]] = Counter()
+        # one counter keyed by raw tokens, folded by _flush(): (route, status, request_time,
+        # upstream time, upstream status), b"-" for a field the format lacks
+        self.counts: Counter[tuple[str, bytes, bytes, bytes, bytes]] = Counter()
+        present = [v in lf.needed for v in _KEY_VARS]
+        self._checks = [(i, self._key_check(v)) for i, (v, here) in
+                        enumerate(zip(_KEY_VARS, present), 1) if here]  # noqa: B905
 
     # feeding ---------------------------------------------------------------
     def feed(self, block: bytes) -> None:
@@ -263,29 +265,19 @@ class Aggregator:
         ut = cols.get("upstream_response_time")
         us = cols.get("upstream_status")
         dash = repeat(b"-")
-        # raw counters: update, then check only the keys new to each; undo on a bad one
-        plan: list[tuple[Counter[Any], Any, list[tuple[int, Any]]]] = [
-            (self.c_rs, (rids, cols["status"]), [(1, self._key_check("status"))])]
-        if rt is not None:
-            plan.append((self.c_rr, (rids, rt), [(1, self._key_check("request_time"))]))
-        if ut is not None or us is not None:
-            plan.append((self.c_up, (rt or dash, ut or dash, us or dash), [
-                (1, self._key_check("upstream_response_time")),
-                (2, self._key_check("upstream_status"))]))
-        done: list[tuple[Counter[Any], Any]] = []
+        # one joint count per line (C speed), then check only the keys new to it; undo on a bad one
+        counter = self.counts
+        before = len(counter)
+        columns = (rids, cols["status"], rt or dash, ut or dash, us or dash)
+        counter.update(zip(*columns))  # noqa: B905
         try:
-            for counter, columns, checks in plan:
-                before = len(counter)
-                counter.update(zip(*columns))  # noqa: B905
-                done.append((counter, columns))
-                for key in islice(counter, before, None):
-                    for i, check in checks:
-                        check(key[i])
+            for key in islice(counter, before, None):
+                for i, check in self._checks:
+                    check(key[i])
         except BadChunk:
-            for counter, columns in done:
-                counter.subtract(zip(*columns))  # noqa: B905
-                for key in [k for k, c in counter.items() if c <= 0]:
-                    del counter[key]
+            counter.subtract(zip(*columns))  # noqa: B905
+            for key in [k for k, c in counter.items() if c <= 0]:
+                del counter[key]
             raise
         # -- committed from here on --------------------------------------------
         self.lines += n
@@ -295,7 +287,7 @@ class Aggregator:
             self.bytes_n += n
         if tc is not None:
             self._per_second(cols[tv], tc, ints)
-        if max(len(self.c_rr), len(self.c_up), len(self.c_rs)) > self.FLUSH_KEYS:
+        if len(self.counts) > self.FLUSH_KEYS:
             self._flush()
 
     def _per_second(self, tcol: list[bytes], tc: Counter[bytes], ints: list[int]) -> None:
@@ -381,52 +373,78 @@ class Aggregator:
         return list(map(rc.__getitem__, keys))
 
     def _flush(self) -> None:
-        """Fold the raw counters into histograms and totals, and empty them."""
+        """Fold the joint counts into histograms and totals, and empty them.
+
+        Each distinct key is visited once; histograms get one ``add`` per distinct value.
+        """
         lf = self.lf
         tms = self._tms
         if len(tms) > 200000:
             tms.clear()
-
-        def ms(var: str, raw: bytes) -> tuple[int, int] | None:
-            got = tms.get(raw, False)
-            if got is False:
-                got = tms[raw] = time_ms(lf.strip(var, raw) or b"-")
-            return got  # type: ignore[return-value]
-
-        for (name, raw), c in self.c_rs.items():
-            code = lf.strip("status", raw) or b"???"
-            self.status[code] += c
+        dash = b"-"
+        need_us = "upstream_status" in lf.needed
+        by_code: dict[bytes, int] = {}
+        rt: dict[int, int] = {}
+        ut: dict[int, int] = {}
+        nt: dict[int, int] = {}
+        by_route: dict[tuple[str, bytes], int] = {}
+        route_rt: dict[tuple[str, int], int] = {}
+        ups: dict[bytes, int] = {}
+        retried = 0
+        for (name, raw, rraw, uraw, sraw), c in self.counts.items():
+            by_code[raw] = by_code.get(raw, 0) + c
             if name:
-                r = self.routes.get(name) or self.routes.setdefault(name, _Route())
-                r.n += c
-                if code[:1] == b"5":
-                    r.c5 += c
-                elif code[:1] == b"4":
-                    r.c4 += c
-        for (name, raw), c in self.c_rr.items():
-            got = ms("request_time", raw)
-            if got is not None:
-                self.rt.add(got[0], c)
-                if name:
-                    r = self.routes.get(name) or self.routes.setdefault(name, _Route())
-                    r.hist.add(got[0], c)
-        for (rraw, uraw, sraw), c in self.c_up.items():
-            up = ms("upstream_response_time", uraw)
-            if up is not None:
-                self.ut.add(up[0], c)
-                req = ms("request_time", rraw)
+                by_route[name, raw] = by_route.get((name, raw), 0) + c
+            req = None
+            if rraw != dash:
+                req = tms.get(rraw, False)
+                if req is False:
+                    req = tms[rraw] = time_ms(lf.strip("request_time", rraw) or dash)
                 if req is not None:
-                    self.nt.add(max(req[0] - up[0], 0), c)
-            if sraw != b"-" or "upstream_status" in lf.needed:
-                attempts, errors = upstream_statuses(lf.strip("upstream_status", sraw) or b"-")
-                self.up_attempts += attempts * c
-                self.up_errors += errors * c
-                if attempts > 1:
-                    self.retries += (attempts - 1) * c
+                    v = req[0]
+                    rt[v] = rt.get(v, 0) + c
+                    if name:
+                        route_rt[name, v] = route_rt.get((name, v), 0) + c
+            up = None
+            if uraw != dash:
+                up = tms.get(uraw, False)
+                if up is False:
+                    up = tms[uraw] = time_ms(lf.strip("upstream_response_time", uraw) or dash)
+                if up is not None:
+                    v = up[0]
+                    ut[v] = ut.get(v, 0) + c
+                    if req is not None:
+                        v = max(req[0] - v, 0)
+                        nt[v] = nt.get(v, 0) + c
+            if need_us:
+                ups[sraw] = ups.get(sraw, 0) + c
             elif up is not None and up[1] > 1:
-                self.retries += (up[1] - 1) * c
-        for counter in (self.c_rs, self.c_rr, self.c_up):
-            counter.clear()
+                retried += (up[1] - 1) * c
+        self.retries += retried
+        for sraw, c in ups.items():
+            attempts, errors = upstream_statuses(lf.strip("upstream_status", sraw) or dash)
+            self.up_attempts += attempts * c
+            self.up_errors += errors * c
+            if attempts > 1:
+                self.retries += (attempts - 1) * c
+        for h, acc in ((self.rt, rt), (self.ut, ut), (self.nt, nt)):
+            for v, c in acc.items():
+                h.add(v, c)
+        codes = {raw: lf.strip("status", raw) or b"???" for raw in by_code}
+        for raw, c in by_code.items():
+            self.status[codes[raw]] += c
+        routes = self.routes
+        for (name, raw), c in by_route.items():
+            r = routes.get(name) or routes.setdefault(name, _Route())
+            r.n += c
+            first = codes[raw][:1]
+            if first == b"5":
+                r.c5 += c
+            elif first == b"4":
+                r.c4 += c
+        for (name, v), c in route_rt.items():
+            routes[name].hist.add(v, c)
+        self.counts.clear()
 
     # parallel workers ------------------------------------------------------
     def state(self) -> dict[str, Any]:
