@@ -271,13 +271,13 @@ class Aggregator:
         columns = (rids, cols["status"], rt or dash, ut or dash, us or dash)
         counter.update(zip(*columns))  # noqa: B905
         try:
-            for key in islice(counter, before, None):
+            for new in islice(counter, before, None):
                 for i, check in self._checks:
-                    check(key[i])
+                    check(new[i])
         except BadChunk:
             counter.subtract(zip(*columns))  # noqa: B905
-            for key in [k for k, c in counter.items() if c <= 0]:
-                del counter[key]
+            for gone in [k for k, c in counter.items() if c <= 0]:
+                del counter[gone]
             raise
         # -- committed from here on --------------------------------------------
         self.lines += n
@@ -372,6 +372,10 @@ class Aggregator:
                 rc[k] = name
         return list(map(rc.__getitem__, keys))
 
+    def _ms(self, var: str, raw: bytes) -> tuple[int, int] | None:
+        got = self._tms[raw] = time_ms(self.lf.strip(var, raw) or b"-")
+        return got
+
     def _flush(self) -> None:
         """Fold the joint counts into histograms and totals, and empty them.
 
@@ -397,9 +401,7 @@ class Aggregator:
                 by_route[name, raw] = by_route.get((name, raw), 0) + c
             req = None
             if rraw != dash:
-                req = tms.get(rraw, False)
-                if req is False:
-                    req = tms[rraw] = time_ms(lf.strip("request_time", rraw) or dash)
+                req = tms[rraw] if rraw in tms else self._ms("request_time", rraw)
                 if req is not None:
                     v = req[0]
                     rt[v] = rt.get(v, 0) + c
@@ -407,9 +409,7 @@ class Aggregator:
                         route_rt[name, v] = route_rt.get((name, v), 0) + c
             up = None
             if uraw != dash:
-                up = tms.get(uraw, False)
-                if up is False:
-                    up = tms[uraw] = time_ms(lf.strip("upstream_response_time", uraw) or dash)
+                up = tms[uraw] if uraw in tms else self._ms("upstream_response_time", uraw)
                 if up is not None:
                     v = up[0]
                     ut[v] = ut.get(v, 0) + c
