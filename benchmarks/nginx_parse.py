@@ -2,10 +2,19 @@
 
 Builds an access log of --lines lines (default 2,000,000) in the ``ai_api``
 format (DESIGN.md / tests/fixtures/nginx) and in ``combined``, then for each
-file runs inferfit's aggregation (``aggregate_file``, the code sent to the box)
-and ``goaccess`` as separate processes, and prints wall and CPU time, lines/s
-and the ratio (by CPU time: robust when other work shares the machine), peak
-RSS (``wait4``) and whether the status counts agree.
+file runs, as separate processes, interleaved:
+
+* inferfit's aggregation (``aggregate_file``, the code sent to the box) with one
+  worker: CPU-time lines/s, the single-core figure;
+* the same with ``--workers`` forked workers (default: every CPU): wall-clock lines/s;
+* ``goaccess`` (single-threaded) with only the panels that match what inferfit
+  reports (requests, status codes): its fastest reasonable setting; and with
+  ``--goaccess-all-panels``, its default too.
+
+It prints wall and CPU time, lines/s, the ratios (single core: CPU time against
+goaccess's CPU time; parallel: wall time against goaccess's wall time), peak RSS
+of the largest process (``wait4``), the load average before each run (other
+work on the machine skews wall times), and whether the status counts agree.
 
     .venv/bin/python benchmarks/nginx_parse.py --lines 200000
     .venv/bin/python benchmarks/nginx_parse.py            # the full 2M-line run
@@ -33,6 +42,11 @@ AI_API = (
     "resp_bytes=$bytes_sent request_time=$request_time upstream_time=$upstream_response_time "
     "upstream_status=$upstream_status request_id=$request_id"
 )
+# Panels goaccess may skip and still report what inferfit reports (requests with
+# their times, status codes). GEO_LOCATION etc. are listed for builds that have them.
+GOACCESS_SKIP = ("VISITORS", "REQUESTS_STATIC", "NOT_FOUND", "HOSTS", "OS", "BROWSERS",
+                 "VISIT_TIMES", "VIRTUAL_HOSTS", "REFERRERS", "REFERRING_SITES", "KEYPHRASES",
+                 "REMOTE_USER", "CACHE_STATUS", "GEO_LOCATION", "MIME_TYPE", "TLS_TYPE")
 GOACCESS_FORMATS = {
     "ai_api": ["--log-format", '%h %dT%t+%^ "%r" %s req_bytes=%^ resp_bytes=%b request_time=%T %^',
                "--date-format", "%Y-%m-%d", "--time-format", "%H:%M:%S"],
@@ -112,7 +126,7 @@ from inferfit.probes.nginx_scan import aggregate_file
 from inferfit.probes.nginx_format import COMBINED, LogFormat
 fmt = COMBINED if sys.argv[2] == "combined" else sys.argv[3]
 started = time.perf_counter()
-out = aggregate_file(sys.argv[1], LogFormat(fmt), None)
+out = aggregate_file(sys.argv[1], LogFormat(fmt), None, workers=int(sys.argv[4]))
 out["parse_s"] = time.perf_counter() - started
 print(json.dumps(out))
 """
@@ -121,30 +135,42 @@ print(json.dumps(out))
 @dataclass
 class Run:
     wall_s: float
-    cpu_s: float  # user + system of the process (and anything it waited for)
-    rss: int  # peak resident set, bytes
+    cpu_s: float  # user + system of the process and its workers
+    rss: int  # peak resident set of the largest process, bytes
     out: str
+    load: float  # 1-minute load average just before the run
+
+
+GNU_TIME = "/usr/bin/time"
 
 
 def run_measured(argv: list[str], cwd: Path) -> Run:
-    """Run a command alone; wall and CPU time, peak RSS from wait4, stdout."""
+    """Run a command alone; wall and CPU time, peak RSS, stdout.
+
+    Linux carries a process's pre-exec RSS into its ru_maxrss, so a command
+    forked from this (larger) Python would report this process's size. GNU time
+    is small and forks the command itself; without it, wait4's figure is kept.
+    """
+    timed = os.access(GNU_TIME, os.X_OK)
+    load = os.getloadavg()[0]
     started = time.perf_counter()
-    with tempfile.TemporaryFile() as errf:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errf, cwd=cwd)
+    with tempfile.TemporaryFile() as errf, tempfile.NamedTemporaryFile("r") as usef:
+        cmd = [GNU_TIME, "-f", "%U %S %M", "-o", usef.name, *argv] if timed else argv
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errf, cwd=cwd)
         assert proc.stdout is not None
         out = proc.stdout.read()
         _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
         errf.seek(0)
         err = errf.read()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - started
-    if proc.returncode != 0:
-        raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {err.decode()[-2000:]}")
-    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, out.decode())
-
-
-def best(runs: list[Run]) -> Run:
-    return min(runs, key=lambda r: r.cpu_s)
+        cpu, rss = usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+        if timed:
+            user, system, kb = usef.read().split()[-3:]
+            cpu, rss = float(user) + float(system), int(kb) * 1024
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"{argv[0]} failed ({code}): {err.decode()[-2000:]}")
+    return Run(wall, cpu, rss, out.decode(), load)
 
 
 def goaccess_status(report: Path) -> dict[str, int]:
@@ -157,57 +183,85 @@ def goaccess_status(report: Path) -> dict[str, int]:
     return counts
 
 
+def row(fmt: str, tool: str, r: Run, lines: int, rate: float, ratio: str, note: str) -> None:
+    print(f"{fmt:9} {tool:27} {r.wall_s:7.2f} {r.cpu_s:7.2f} {rate:11,.0f} "
+          f"{r.rss / 2**20:7.1f}MB {r.load:5.2f} {ratio:>7}  {note}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=2_000_000)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
     ap.add_argument("--keep", action="store_true", help="keep the generated logs")
     ap.add_argument("--skip-goaccess", action="store_true")
+    ap.add_argument("--goaccess-all-panels", action="store_true",
+                    help="also time goaccess with its default panels")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                    help="workers for the parallel run (default: every CPU; 1: skip it)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each tool; the best counts")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    goaccess = shutil.which("goaccess")
+    goaccess = shutil.which("goaccess") or ""
     if not goaccess and not args.skip_goaccess:
         raise SystemExit("goaccess not found (apt-get install goaccess), or pass --skip-goaccess")
     t0 = time.perf_counter()
     files = dict(zip(("ai_api", "combined"), generate(args.lines, args.out), strict=True))
     print(f"generated {args.lines:,} lines per format in {time.perf_counter() - t0:.1f} s "
-          f"({', '.join(f'{p.stat().st_size / 1e6:.0f} MB' for p in files.values())})")
-    print("lines/s and the ratio use CPU time (user + system), robust on a shared machine; "
-          f"best of {args.repeat}")
-    print(f"{'format':9} {'tool':9} {'wall s':>7} {'cpu s':>7} {'lines/s':>11} {'peak RSS':>9} "
-          f"{'ratio':>6}  status counts")
+          f"({', '.join(f'{p.stat().st_size / 1e6:.0f} MB' for p in files.values())}); "
+          f"{os.cpu_count()} CPUs; best of {args.repeat}")
+    print("single core: lines/s by CPU time, ratio against goaccess's CPU time; "
+          "parallel: lines/s by wall time, ratio against goaccess's wall time")
+    print(f"{'format':9} {'tool':27} {'wall s':>7} {'cpu s':>7} {'lines/s':>11} {'peak RSS':>9} "
+          f"{'load':>5} {'ratio':>7}  status counts")
+    tools: list[tuple[str, list[str]]] = [("inferfit 1 worker", ["1"])]
+    if args.workers > 1:
+        tools.append((f"inferfit {args.workers} workers", [str(args.workers)]))
     ok = True
     for name, path in files.items():
-        ours_runs: list[Run] = []
-        theirs_runs: list[Run] = []
         report = args.out / f"goaccess-{name}.json"
-        for _ in range(args.repeat):  # interleaved, so both see the same machine
-            ours_runs.append(run_measured(
-                [sys.executable, "-c", INFERFIT_CODE, str(path), name, AI_API], args.out))
-            if not args.skip_goaccess:
-                theirs_runs.append(run_measured(
-                    [goaccess, str(path), *GOACCESS_FORMATS[name], "--no-global-config",
-                     "--no-progress", "-o", str(report)], args.out))
-        mine = best(ours_runs)
-        ours = json.loads(mine.out)
-        ours_rate = ours["lines"] / mine.cpu_s
-        print(f"{name:9} {'inferfit':9} {mine.wall_s:7.2f} {mine.cpu_s:7.2f} {ours_rate:11,.0f} "
-              f"{mine.rss / 2**20:7.1f}MB {'':>6}  lines={ours['lines']:,} bad={ours['bad_lines']}")
-        if args.skip_goaccess:
-            continue
-        ga = best(theirs_runs)
-        g_rate = args.lines / ga.cpu_s
-        theirs = goaccess_status(report)
-        same = theirs == ours["status_counts"]["by_code"]
-        ok = ok and same and ours["bad_lines"] == 0
-        print(f"{name:9} {'goaccess':9} {ga.wall_s:7.2f} {ga.cpu_s:7.2f} {g_rate:11,.0f} "
-              f"{ga.rss / 2**20:7.1f}MB {ours_rate / g_rate:5.1f}x  "
-              f"{'identical' if same else 'DIFFER'}: "
-              + ", ".join(f"{k}={v}" for k, v in sorted(theirs.items())))
-        if not same:
-            print(f"{'':30} inferfit: {ours['status_counts']['by_code']}")
-        report.unlink()
+        runs: dict[str, list[Run]] = {}
+        for _ in range(args.repeat):  # interleaved, so all see the same machine
+            for tool, extra in tools:
+                runs.setdefault(tool, []).append(run_measured(
+                    [sys.executable, "-c", INFERFIT_CODE, str(path), name, AI_API, *extra],
+                    args.out))
+            if args.skip_goaccess:
+                continue
+            base = [goaccess, str(path), *GOACCESS_FORMATS[name], "--no-global-config",
+                    "--no-progress", "-o", str(report)]
+            lean = [*base, *(f"--ignore-panel={p}" for p in GOACCESS_SKIP)]
+            runs.setdefault("goaccess", []).append(run_measured(lean, args.out))
+            if args.goaccess_all_panels:
+                runs.setdefault("goaccess all panels", []).append(run_measured(base, args.out))
+        theirs: dict[str, int] = {}
+        if not args.skip_goaccess:
+            theirs = goaccess_status(report)
+            report.unlink()
+        ga_cpu = min(runs["goaccess"], key=lambda r: r.cpu_s) if theirs else None
+        ga_wall = min(runs["goaccess"], key=lambda r: r.wall_s) if theirs else None
+        for tool, _ in tools:
+            single = tool.endswith(" 1 worker")
+            mine = min(runs[tool], key=lambda r: r.cpu_s if single else r.wall_s)
+            ours = json.loads(mine.out)
+            rate = ours["lines"] / (mine.cpu_s if single else mine.wall_s)
+            ratio, note = "", f"lines={ours['lines']:,} bad={ours['bad_lines']}"
+            if theirs and ga_cpu and ga_wall:
+                g_rate = args.lines / (ga_cpu.cpu_s if single else ga_wall.wall_s)
+                ratio = f"{rate / g_rate:5.1f}x"
+                same = theirs == ours["status_counts"]["by_code"]
+                ok = ok and same and ours["bad_lines"] == 0
+                note += " identical" if same else f" DIFFER: {ours['status_counts']['by_code']}"
+            if not single:
+                note += f" ({ours.get('workers', 1)} workers ran)"
+            row(name, tool, mine, ours["lines"], rate, ratio, note)
+        for tool in ("goaccess", "goaccess all panels"):
+            if tool not in runs or not theirs:
+                continue
+            by_cpu = min(runs[tool], key=lambda r: r.cpu_s)
+            row(name, tool + " (cpu)", by_cpu, args.lines, args.lines / by_cpu.cpu_s, "",
+                ", ".join(f"{k}={v}" for k, v in sorted(theirs.items())))
+            by_wall = min(runs[tool], key=lambda r: r.wall_s)
+            row(name, tool + " (wall)", by_wall, args.lines, args.lines / by_wall.wall_s, "", "")
     if not args.keep:
         for path in files.values():
             path.unlink()
