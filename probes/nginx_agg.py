@@ -9,7 +9,8 @@ relative error). Nothing is kept per line. Must stay python3 >= 3.7 compatible.
 from __future__ import annotations
 
 from collections import Counter
-from itertools import accumulate, compress, islice, repeat
+from itertools import compress, groupby, islice, repeat
+from operator import itemgetter
 from typing import Any
 
 from inferfit.probes.nginx_format import LogFormat
@@ -29,6 +30,15 @@ SLACK_S = 120
 HOLD_S = 300
 MAX_ROUTES = 500
 TOP_ROUTES = 10
+def _runs(col: list[bytes]) -> tuple[list[tuple[bytes, int]], bool]:
+    """Runs of equal values and their lengths, at C speed, and True (a log's times come
+    in order); or, when there are many runs, distinct values and their counts, and False."""
+    runs = [(k, len(list(g))) for k, g in groupby(col)]
+    if len(runs) * 8 <= len(col):
+        return runs, True
+    return list(Counter(col).items()), False
+
+
 def fold_lists(block: bytes) -> bytes:
     """``0.000, 0.079`` -> ``0.000,0.079`` (retry lists become one token).
 
@@ -208,23 +218,24 @@ class Aggregator:
         lf = self.lf
         tv = lf.time_var
         outside = 0
-        tc: Counter[bytes] | None = None
+        runs: list[tuple[bytes, int]] | None = None
+        ordered = False
         if tv:
             tcol = cols[tv]
             tz = cols.get("_tz")
-            tc = Counter(tcol)
+            runs, ordered = _runs(tcol)
             cache = self._tcache
             if len(cache) > 100000 or tz != self._tz:  # keys are local times: zone matters
                 cache.clear()
                 self._tz = tz
-            for key in tc:
+            for key, _ in runs:
                 if key not in cache:
                     v = lf.strip(tv, key)
                     if v is None:
                         raise BadChunk(key)
                     cache[key] = epoch(tv, v, tz)
             lo, hi = self.since, self.until
-            secs_d = [cache[k] for k in tc]
+            secs_d = [cache[k] for k, _ in runs]
             if (lo is not None and min(secs_d) < lo) or (hi is not None and max(secs_d) >= hi):
                 lo_v = lo if lo is not None else -1 << 62
                 hi_v = hi if hi is not None else 1 << 62
@@ -241,25 +252,25 @@ class Aggregator:
                         for k, v in cols.items()}
                 n = kept
                 tcol = cols[tv]
-                tc = Counter(tcol)
+                runs, ordered = _runs(tcol)
         bname = "bytes_sent" if "bytes_sent" in cols else "body_bytes_sent"
         bcol = cols.get(bname)
         ints: list[int] = []
         if bcol is not None:
-            joined = b"\n".join(bcol)
             pre, suf = lf.affix.get(bname, (b"", b""))
-            if pre:
-                if not joined.startswith(pre) or joined.count(b"\n" + pre) != n - 1:
+            if pre or suf:  # every token has them (tokens hold no newline), then cut them off
+                joined = b"\n".join(bcol)
+                if pre and (not joined.startswith(pre) or joined.count(b"\n" + pre) != n - 1):
                     raise BadChunk(b"bytes")
-                joined = joined[len(pre):].replace(b"\n" + pre, b"\n")
-            if suf:
-                if not joined.endswith(suf) or joined.count(suf + b"\n") != n - 1:
+                if suf and (not joined.endswith(suf) or joined.count(suf + b"\n") != n - 1):
                     raise BadChunk(b"bytes")
-                joined = joined[:-len(suf)].replace(suf + b"\n", b"\n")
-            if not joined.replace(b"\n", b"").isdigit() or b"\n\n" in joined or \
-                    joined[:1] == b"\n" or joined[-1:] == b"\n":
+                bcol = list(map(itemgetter(slice(len(pre), -len(suf) or None)), bcol))
+            if not b"".join(bcol).isdigit():  # only digits (int() would take " +_")
                 raise BadChunk(b"bytes")
-            ints = list(map(int, joined.split(b"\n")))
+            try:
+                ints = list(map(int, bcol))
+            except ValueError:  # an empty token
+                raise BadChunk(b"bytes") from None
         rids = self._rids(cols, n)
         rt = cols.get("request_time")
         ut = cols.get("upstream_response_time")
@@ -285,33 +296,30 @@ class Aggregator:
         if ints:
             self.bytes_total += sum(ints)
             self.bytes_n += n
-        if tc is not None:
-            self._per_second(cols[tv], tc, ints)
+        if runs is not None:
+            self._per_second(cols[tv], runs, ordered, ints)
         if len(self.counts) > self.FLUSH_KEYS:
             self._flush()
 
-    def _per_second(self, tcol: list[bytes], tc: Counter[bytes], ints: list[int]) -> None:
+    def _per_second(self, tcol: list[bytes], runs: list[tuple[bytes, int]], ordered: bool,
+                    ints: list[int]) -> None:
+        """Requests and bytes per second; ``runs`` from ``_runs`` (``ordered``: in line order)."""
         cache = self._tcache
         bysec: dict[int, list[int]] = {}
-        for key, c in tc.items():
+        pos = 0
+        for key, c in runs:
             s = cache[key]
+            b = sum(ints[pos:pos + c]) if ints and ordered else 0
+            pos += c
             slot = bysec.get(s)
             if slot is None:
-                bysec[s] = [c, 0]
+                bysec[s] = [c, b]
             else:
                 slot[0] += c
-        if ints:
-            if len(tc) == 1:
-                bysec[cache[tcol[0]]][1] = sum(ints)
-            elif len(bysec) == len(tc) and tcol == sorted(tcol):
-                acc = [0, *accumulate(ints)]
-                pos = 0
-                for key, c in tc.items():  # sorted input: each key one run, in order
-                    bysec[cache[key]][1] += acc[pos + c] - acc[pos]
-                    pos += c
-            else:
-                for (key, b), c in Counter(zip(tcol, ints)).items():  # noqa: B905
-                    bysec[cache[key]][1] += b * c
+                slot[1] += b
+        if ints and not ordered:
+            for (key, b), c in Counter(zip(tcol, ints)).items():  # noqa: B905
+                bysec[cache[key]][1] += b * c
         ps = self.per_sec
         for s, (c, b) in bysec.items():
             slot = ps.get(s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 import time
 
@@ -97,3 +98,27 @@ def test_a_busy_second_cut_by_a_range_boundary_still_counts_whole(tmp_path, monk
         for key in ("lines", "qps_peak", "bandwidth_mbit_peak", "window_s", "status_counts",
                     "request_time_ms_p99", "routes"):
             assert many[key] == one[key], key
+
+
+@pytest.mark.parametrize("order", ["as logged", "shuffled", "two seconds interleaved"])
+def test_per_second_peaks_match_an_exact_count_in_any_line_order(tmp_path, order):
+    lines = AI_LOG.read_bytes().splitlines()
+    if order == "shuffled":
+        random.Random(7).shuffle(lines)
+    elif order == "two seconds interleaved":
+        a = [ln for ln in lines if b"T04:48:01" in ln]
+        b = [ln for ln in lines if b"T04:48:02" in ln]
+        lines = [x for pair in zip(a, b) for x in pair] + lines  # noqa: B905
+    per_sec: dict[bytes, list[int]] = {}
+    for ln in lines:
+        stamp = re.search(rb" (\S+T\S+) ", ln)[1]  # type: ignore[index]
+        sent = int(re.search(rb"resp_bytes=(\d+)", ln)[1])  # type: ignore[index]
+        slot = per_sec.setdefault(stamp, [0, 0])
+        slot[0] += 1
+        slot[1] += sent
+    log = tmp_path / "a.log"
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    got = aggregate_file(str(log), LogFormat(AI_API_TEXT), None)
+    assert got["qps_peak"] == max(c for c, _ in per_sec.values())
+    assert got["bandwidth_mbit_peak"] == round(max(b for _, b in per_sec.values()) * 8 / 1e6, 3)
+    assert got["lines"] == len(lines)
