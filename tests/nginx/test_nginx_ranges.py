@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import time
@@ -122,3 +123,25 @@ def test_per_second_peaks_match_an_exact_count_in_any_line_order(tmp_path, order
     assert got["qps_peak"] == max(c for c, _ in per_sec.values())
     assert got["bandwidth_mbit_peak"] == round(max(b for _, b in per_sec.values()) * 8 / 1e6, 3)
     assert got["lines"] == len(lines)
+
+
+def test_a_failed_worker_means_one_reader_does_it_all_again(tmp_path, monkeypatch):
+    lines = AI_LOG.read_bytes().splitlines()
+    log = tmp_path / "a.log"
+    log.write_bytes(b"\n".join(lines * 3) + b"\n")
+    lf = LogFormat(AI_API_TEXT)
+    want = aggregate_file(str(log), lf, None, workers=1)
+    parent = os.getpid()
+    real = nginx_scan.aggregate_stream
+
+    def broken_in_workers(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if os.getpid() != parent:
+            raise MemoryError("worker died")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nginx_scan, "aggregate_stream", broken_in_workers)
+    monkeypatch.setattr(nginx_scan, "PARALLEL_MIN_BYTES", 1 << 12)
+    got = aggregate_file(str(log), lf, None, workers=3)
+    assert got == want
+    assert got["workers"] == 1
+    assert got["lines"] == 3 * 3519
