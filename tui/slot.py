@@ -70,6 +70,7 @@ class ProbeSlot(Vertical, can_focus=True):
         self.result: ProbeResult | None = None
         self.updated_at: float | None = None  # monotonic time of the last result/sample
         self.live_error = ""
+        self._subtitle = ""
         self.border_title = title
 
     @property
@@ -117,7 +118,8 @@ class ProbeSlot(Vertical, can_focus=True):
         if self.live_error:
             parts.append("[magenta]live stopped[/]")
         subtitle = " · ".join(parts)
-        if subtitle != self.border_subtitle:
+        if subtitle != self._subtitle:  # (border_subtitle reads back as markup Content)
+            self._subtitle = subtitle
             self.border_subtitle = subtitle
 
     # -- running ---------------------------------------------------------

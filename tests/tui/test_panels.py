@@ -7,8 +7,9 @@ from typing import Any
 from inferfit.tui.fmt import DASH, ago, duration, export_name, fnum, fvalue, spark, unit_for
 from inferfit.tui.panels.gpu_panel import GpuPanel, aggregate
 from inferfit.tui.panels.latency_panel import LatencyPanel, sample_points
+from inferfit.tui.panels.live import SparkRow
 from inferfit.tui.panels.nginx_panel import count_5xx, status_counts
-from textual.widgets import ProgressBar, Sparkline, Static
+from textual.widgets import ProgressBar, Static
 
 from inferfit.api import Progress, Sample
 from inferfit.findings import Findings, ProbeResult
@@ -112,12 +113,10 @@ async def test_gpu_panel_sparklines_follow_live_samples(kit: Any) -> None:
             panel.show_sample(Sample("gpu", values, at=values["at"]))
         panel.flush()  # what the console's 1 Hz tick does
         await pilot.pause()
-        sparks = list(panel.query(Sparkline))
-        assert [len(s.data or []) for s in sparks] == [len(samples)] * 3
-        util = sparks[0].data or []
-        assert util[-1] == samples[-1]["gpus"][0]["util_gpu_pct"]
-        value = panel.query_one("#gpu-util").query(".spark-value").first()
-        assert f"{samples[-1]['gpus'][0]['util_gpu_pct']} % mean" in str(value.content)
+        sparks = [panel.query_one(f"#gpu-{n}", SparkRow) for n in ("util", "mem", "power")]
+        assert [len(s.series) for s in sparks] == [len(samples)] * 3
+        assert sparks[0].series[-1] == samples[-1]["gpus"][0]["util_gpu_pct"]
+        assert f"{samples[-1]['gpus'][0]['util_gpu_pct']} % mean" in sparks[0].value
         # Per-device samples (one device per Sample) make one point per round, not per device.
         panel.show_sample(Sample("gpu", {"index": 0, "util_gpu_pct": 10.0}))
         panel.show_sample(Sample("gpu", {"index": 1, "util_gpu_pct": 30.0}))
@@ -138,12 +137,12 @@ async def test_disk_panel_progress_bar_and_live_bandwidth(kit: Any) -> None:
         bar = panel.query_one(ProgressBar)
         assert bar.progress == 40.0
         assert bar.display
-        value = panel.query_one("#disk-bw").query(".spark-value").first()
-        assert "2,660 MiB/s now" in str(value.content)
+        row = panel.query_one("#disk-bw", SparkRow)
+        assert "2,660 MiB/s now" in row.value
         panel.show_progress(Progress("disk", "done", 1.0))
         await pilot.pause()
         assert panel.query_one(ProgressBar).has_class("-idle")
-        assert "2,454 MiB/s seq read" in str(value.content)  # the result, not the last reading
+        assert "2,454 MiB/s seq read" in row.value  # the result, not the last reading
 
 
 async def test_latency_panel_keeps_a_sparkline_per_region(kit: Any) -> None:
