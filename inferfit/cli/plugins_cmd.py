@@ -20,6 +20,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     pm = make_plugin_manager()
+    # The console's panel plugins load only with the console (they need
+    # textual); list them here too so this shows everything a user can get.
+    from inferfit.tui.plugins import register_ui_plugins
+
+    register_ui_plugins(pm)
     for info in pm.describe():
         print(f"{info.name}  [{info.source}]")
         for hook in info.hooks:

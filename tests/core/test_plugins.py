@@ -41,8 +41,11 @@ def test_every_hookspec_is_documented_and_implemented_by_a_builtin() -> None:
     assert specs, "no hookspecs found"
     for name in specs:
         assert inspect.getdoc(getattr(hookspecs, name)), f"{name} has no docstring"
+    from inferfit.tui.plugins import register_ui_plugins
+
+    register_ui_plugins(pm)
     implemented = {name for info in pm.describe() for name in info.hooks}
-    assert "inferfit_register_probes" in implemented
+    assert set(specs) <= implemented, f"hooks without a built-in: {set(specs) - implemented}"
 
 
 def test_third_party_plugin_is_listed_and_runs(plugin_site: Path, inferfit_cli, sshd,
@@ -56,6 +59,11 @@ def test_third_party_plugin_is_listed_and_runs(plugin_site: Path, inferfit_cli, 
     assert "broken  [entry point (inferfit-broken-plugin 0.0.2)]  FAILED TO LOAD" in listed.stdout
     assert "libfoo" in listed.stdout
     assert "kernel_release" in listed.stdout
+    # the console's built-in panels are listed too, with their hook
+    ui = listed.stdout.split("inferfit.tui.builtin  [built-in (console)]", 1)[1]
+    assert ui.splitlines()[1].strip() == "inferfit_register_panels"
+    panels = next(li for li in listed.stdout.splitlines() if li.startswith("panels:"))
+    assert "gpu" in panels and "system" in panels
     out = tmp_path / "f.toml"
     run = inferfit_cli("check", "--probe", "kernel_release", "--export", str(out), *sshd.cli(),
                        env=env)
