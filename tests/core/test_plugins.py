@@ -63,7 +63,8 @@ def test_third_party_plugin_is_listed_and_runs(plugin_site: Path, inferfit_cli, 
     ui = listed.stdout.split("inferfit.tui.builtin  [built-in (console)]", 1)[1]
     assert ui.splitlines()[1].strip() == "inferfit_register_panels"
     panels = next(li for li in listed.stdout.splitlines() if li.startswith("panels:"))
-    assert "gpu" in panels and "system" in panels
+    assert "gpu" in panels
+    assert "system" in panels
     out = tmp_path / "f.toml"
     run = inferfit_cli("check", "--probe", "kernel_release", "--export", str(out), *sshd.cli(),
                        env=env)
