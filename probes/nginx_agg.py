@@ -28,6 +28,8 @@ from inferfit.probes.nginx_values import (
 
 SLACK_S = 120
 HOLD_S = 300
+SLOW_LINES = 64  # a block this small that failed the fast path is parsed line by line
+FAN_OUT = 8
 MAX_ROUTES = 500
 TOP_ROUTES = 10
 def _runs(col: list[bytes]) -> tuple[list[tuple[bytes, int]], bool]:
@@ -133,16 +135,20 @@ class Aggregator:
                 pass
         if n is None:
             n = block.count(b"\n") + 1
-        if n <= 64:
+        if n <= SLOW_LINES:
             self._slow(block)
             return
-        mid = block.find(b"\n", len(block) // 2)
-        if mid < 0:
-            mid = block.rfind(b"\n")
-        left, right = block[:mid], block[mid + 1:]
-        nl = left.count(b"\n") + 1
-        self._feed(left, nl)
-        self._feed(right, n - nl)
+        # A bad line spoils its block: cut it in FAN_OUT pieces, so the good ones take
+        # the fast path once and only the bad one's piece is cut again.
+        step = len(block) // FAN_OUT
+        pos = 0
+        for i in range(1, FAN_OUT):
+            cut = block.find(b"\n", max(pos, i * step))
+            if cut < 0:
+                break
+            self._feed(block[pos:cut], None)
+            pos = cut + 1
+        self._feed(block[pos:], None)
 
     def _slow(self, block: bytes) -> None:
         names = self.lf.needed
