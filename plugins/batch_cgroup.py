@@ -15,21 +15,16 @@ it would freeze the lease watchdog too). State is read back from
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
-    BatchOptions,
+    WAIT_LANDED,
     BatchRefused,
-    ControllerState,
+    ListController,
+    Readback,
     fold_state,
-    new_token,
-    pause_count,
-    refusal_lines,
-    run_script,
-    split_for_pause,
 )
 
 from inferfit.api import BatchController
@@ -65,7 +60,13 @@ done
 lr "${ldir:-$HOME/.cache/inferfit/batch}/$lname"
 """
 
-_FUNCS = r"""
+_FUNCS = WAIT_LANDED + r"""
+landed() {
+  case $1 in
+    2:*) grep -qx 'frozen 1' "${1#2:}/cgroup.events" 2>/dev/null ;;
+    1:*) grep -qx FROZEN "${1#1:}/freezer.state" 2>/dev/null ;;
+  esac
+}
 pre() {
   shift
   for _e; do
@@ -99,23 +100,7 @@ apply() {
     _c=$((_c - 1))
   done
   # Freezing completes asynchronously: wait (at most 5 s) for it.
-  _t=0
-  while [ "$_t" -lt 50 ]; do
-    _c=$_k
-    _ok=1
-    for _e; do
-      [ "$_c" -gt 0 ] || break
-      _c=$((_c - 1))
-      _d=${_e#?:}
-      case $_e in
-        2:*) grep -qx 'frozen 1' "$_d/cgroup.events" 2>/dev/null || _ok=0 ;;
-        1:*) grep -qx FROZEN "$_d/freezer.state" 2>/dev/null || _ok=0 ;;
-      esac
-    done
-    [ "$_ok" = 1 ] && break
-    sleep 0.1 2>/dev/null || sleep 1
-    _t=$((_t + 1))
-  done
+  wait_landed "$_k" "$@"
 }
 """
 
@@ -160,53 +145,35 @@ def parse_status(text: str) -> tuple[list[CgroupInfo], batch_lease.Lease | None]
     return infos, batch_lease.find_lease(text.splitlines())
 
 
-class CgroupController:
+class CgroupController(ListController[CgroupInfo]):
     name = "cgroup"
+    selection = "cgroups"
+    missing = ("controller cgroup needs [batch] cgroup (one or more cgroup directories)",
+               "e.g. cgroup = \"/sys/fs/cgroup/batch.slice\"")
+    status_script = _STATUS
+    pause_script = _PAUSE
+    pause_note = "could not write the freezer of"
+    resume_note = "could not thaw"
+    resume_rest = True
 
-    def _opts(self, options: Mapping[str, Any]) -> BatchOptions:
-        opts = BatchOptions.from_mapping(options, expect=self.name)
-        if not opts.cgroups:
-            raise BatchRefused(
-                "controller cgroup needs [batch] cgroup (one or more cgroup directories)",
-                kind="config", fix="e.g. cgroup = \"/sys/fs/cgroup/batch.slice\"",
-            )
-        return opts
+    def _parse(self, host: Host, text: str) -> tuple[list[CgroupInfo],
+                                                     batch_lease.Lease | None]:
+        return parse_status(text)
 
-    def _name(self, opts: BatchOptions) -> str:
-        return batch_lease.lease_name(self.name, " ".join(opts.cgroups))
-
-    async def _read(self, host: Host, opts: BatchOptions) -> tuple[list[CgroupInfo],
-                                                                   batch_lease.Lease | None]:
-        done = await run_script(host, _STATUS, opts.lease_dir, self._name(opts), *opts.cgroups)
-        return parse_status(done.stdout)
-
-    def _state(self, opts: BatchOptions, infos: list[CgroupInfo],
-               lease: batch_lease.Lease | None, notes: tuple[str, ...] = ()) -> ControllerState:
-        present = [i for i in infos if i.exists]
+    def _readback(self, items: list[CgroupInfo]) -> Readback:
+        present = [i for i in items if i.exists]
         frozen = [i for i in present if i.frozen]
-        missing = [i.path for i in infos if not i.exists]
-        state = fold_state(len(present), len(frozen))
+        missing = [i.path for i in items if not i.exists]
         procs = sum(i.nprocs for i in present)
         detail = (f"{len(frozen)} of {len(present)} cgroups frozen, {procs} processes"
                   if present else "no freezable cgroup")
         if missing:
             detail += f"; missing or without freezer: {' '.join(missing)}"
-        return ControllerState(
-            controller=self.name, state=state, targets=tuple(i.path for i in present),
-            detail=detail, paused_targets=tuple(i.path for i in frozen), lease=lease,
-            lease_name=self._name(opts), notes=notes,
-        )
+        return Readback(fold_state(len(present), len(frozen)), tuple(i.path for i in present),
+                        detail, tuple(i.path for i in frozen))
 
-    async def status(self, host: Host, options: Mapping[str, Any]) -> ControllerState:
-        opts = self._opts(options)
-        infos, lease = await self._read(host, opts)
-        return self._state(opts, infos, lease)
-
-    async def pause(self, host: Host, options: Mapping[str, Any], *,
-                    fraction: float = 1.0) -> ControllerState:
-        opts = self._opts(options)
-        infos, _ = await self._read(host, opts)
-        for info in infos:
+    def _check_pause(self, host: Host, items: list[CgroupInfo], fraction: float) -> None:
+        for info in items:
             if not info.exists:
                 what = "does not exist" if info.state == "missing" else "has no freezer"
                 raise BatchRefused(
@@ -227,40 +194,21 @@ class CgroupController:
                     kind="permission_denied",
                     fix="connect as root, or delegate the cgroup to the login user",
                 )
-        if fraction < 1 and len(infos) == 1:
+        if fraction < 1 and len(items) == 1:
             raise BatchRefused(
                 "one cgroup cannot be frozen in part", kind="config",
                 fix="list several cgroups in [batch] cgroup, or use controller = \"signal\" "
                 "with the same cgroup to stop a fraction of its processes",
             )
-        k = pause_count(len(infos), fraction)
-        entries = [i.entry for i in infos]
-        chosen, others = split_for_pause(entries, [i.entry for i in infos if i.frozen], k)
-        done = await run_script(host, _PAUSE, batch_lease.WATCHDOG, opts.lease_dir,
-                                self._name(opts), new_token(), str(opts.lease_s), self.name,
-                                str(k), *chosen, *others)
-        lines = done.stdout.splitlines()
-        refusals = refusal_lines(lines)
-        if refusals:
-            raise _refused(refusals[0], host)
-        if "paused" not in lines:
-            raise BatchRefused(f"the pause script failed on {host.name}: {done.describe()}",
-                               kind="pause_failed")
-        notes = tuple(f"could not write the freezer of {line[5:]}" for line in lines
-                      if line.startswith("fail "))
-        infos, lease = await self._read(host, opts)
-        return self._state(opts, infos, lease, notes)
 
-    async def resume(self, host: Host, options: Mapping[str, Any]) -> ControllerState:
-        opts = self._opts(options)
-        infos, _ = await self._read(host, opts)
-        entries = [i.entry for i in infos if i.exists and i.state != "thawed"]
-        done = await run_script(host, batch_lease.RESUME, self.name, opts.lease_dir,
-                                self._name(opts), *entries)
-        notes = tuple(f"could not thaw {line[5:]}" for line in done.stdout.splitlines()
-                      if line.startswith("fail "))
-        infos, lease = await self._read(host, opts)
-        return self._state(opts, infos, lease, notes)
+    def _plan(self, items: list[CgroupInfo]) -> tuple[list[str], list[str]]:
+        return [i.entry for i in items], [i.entry for i in items if i.frozen]
+
+    def _resume_entries(self, items: list[CgroupInfo]) -> list[str]:
+        return [i.entry for i in items if i.exists and i.state != "thawed"]
+
+    def _refuse_pause(self, host: Host, code: str) -> BatchRefused:
+        return _refused(code, host)
 
 
 def _refused(code: str, host: Host) -> BatchRefused:

@@ -7,12 +7,14 @@ it is read back from the box after the action, never remembered.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, NamedTuple, TypeVar
 
+from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_lease import MIN_LEASE_S, Lease
 
 from inferfit.api import BatchState
@@ -187,3 +189,197 @@ def describe_state(state: BatchState) -> str:
         if not lease.watchdog_alive:
             text += " · WATCHDOG NOT RUNNING"
     return text
+
+
+# Shell functions for a controller's ``apply``: ``wait_landed K ENTRY...`` waits (at most
+# 5 s) until ``landed ENTRY`` (the controller's) holds for each of the first K entries —
+# a freeze or a SIGSTOP lands asynchronously.
+WAIT_LANDED = r"""
+wait_landed() {
+  _k=$1
+  shift
+  _t=0
+  while [ "$_t" -lt 50 ]; do
+    _c=$_k
+    _ok=1
+    for _e; do
+      [ "$_c" -gt 0 ] || break
+      _c=$((_c - 1))
+      landed "$_e" || _ok=0
+    done
+    [ "$_ok" = 1 ] && break
+    sleep 0.1 2>/dev/null || sleep 1
+    _t=$((_t + 1))
+  done
+}
+"""
+
+
+def fail_notes(text: str, prefix: str) -> tuple[str, ...]:
+    """One note per ``fail WHAT`` line a pause or resume script printed."""
+    return tuple(f"{prefix} {line[5:]}" for line in text.splitlines() if line.startswith("fail "))
+
+
+def pause_failed(host: Host, what: str) -> BatchRefused:
+    return BatchRefused(f"the pause script failed on {host.name}: {what}", kind="pause_failed")
+
+
+def lease_refused(host: Host, what: str) -> BatchRefused:
+    return BatchRefused(f"cannot pause on {host.name}: {what}", kind="lease_failed",
+                        fix="set [batch] lease_dir to a writable directory")
+
+
+async def pause_with_lease(host: Host, script: str, opts: BatchOptions, name: str,
+                           controller: str, k: int, chosen: Sequence[str],
+                           others: Sequence[str], *, refuse: Callable[[str], BatchRefused],
+                           failed: Callable[[str], BatchRefused]) -> Completed:
+    """Run a controller's pause script (lease, watchdog, then pause the first ``k`` of
+    ``chosen + others``); a ``refuse`` line raises ``refuse(code)``, a script that did not
+    reach "paused" raises ``failed(description)``."""
+    done = await run_script(host, script, batch_lease.WATCHDOG, opts.lease_dir, name,
+                            new_token(), str(opts.lease_s), controller, str(k),
+                            *chosen, *others)
+    lines = done.stdout.splitlines()
+    refusals = refusal_lines(lines)
+    if refusals:
+        raise refuse(refusals[0])
+    if "paused" not in lines:
+        raise failed(done.describe())
+    return done
+
+
+async def resume_with_lease(host: Host, controller: str, opts: BatchOptions, name: str,
+                            entries: Sequence[str], note: str) -> tuple[str, ...]:
+    """Resume ``entries`` and whatever the lease recorded, drop the lease; the notes."""
+    done = await run_script(host, batch_lease.RESUME, controller, opts.lease_dir, name,
+                            *entries)
+    return fail_notes(done.stdout, note)
+
+
+class Readback(NamedTuple):
+    """What a controller makes of the targets it read back."""
+
+    state: str
+    targets: tuple[str, ...]
+    detail: str
+    paused: tuple[str, ...]
+
+
+T = TypeVar("T")
+
+
+class ListController(Generic[T]):
+    """The flow of the controllers whose selection is a list of targets in one [batch] key
+    (cgroup, unit, container): every call reads the targets back with the status script,
+    a pause carries a lease, a resume drops it. A subclass says what is its own: the key,
+    its scripts, how to parse and judge what it reads, and its refusals."""
+
+    name: str
+    selection: str  # the BatchOptions field holding the targets: cgroups, units, containers
+    missing: tuple[str, str]  # (message, fix) when that field is empty
+    status_script: str  # sh -c SCRIPT inferfit [PREFIX...] LEASE_DIR NAME TARGET...
+    status_prefix: tuple[str, ...] = ()
+    pause_script: str
+    pause_note: str  # before each "fail WHAT" the pause script printed
+    resume_note: str
+    resume_rest: bool = False  # resume all the targets not chosen, not just the paused ones
+
+    # -- what a subclass provides ------------------------------------------------------
+
+    def _parse(self, host: Host, text: str) -> tuple[list[T], Lease | None]:
+        """Parse the status script's output; raise BatchRefused where the box says no."""
+        raise NotImplementedError
+
+    def _readback(self, items: list[T]) -> Readback:
+        raise NotImplementedError
+
+    def _check_pause(self, host: Host, items: list[T], fraction: float) -> None:
+        """Raise BatchRefused when these targets must not be paused (nothing changed yet)."""
+
+    def _plan(self, items: list[T]) -> tuple[list[str], list[str]]:
+        """(every target's pause-script entry, the entries of those already paused)."""
+        raise NotImplementedError
+
+    def _resume_entries(self, items: list[T]) -> list[str]:
+        raise NotImplementedError
+
+    def _landed(self, items: list[T]) -> set[str] | None:
+        """The entries shown paused, to re-read until the pause lands; None: read once (the
+        pause script waited for it)."""
+        return None
+
+    def _refuse_pause(self, host: Host, code: str) -> BatchRefused:
+        return lease_refused(host, code)
+
+    def _pause_failed(self, host: Host, what: str) -> BatchRefused:
+        return pause_failed(host, what)
+
+    def _pause_notes(self, text: str) -> tuple[str, ...]:
+        return fail_notes(text, self.pause_note)
+
+    # -- the shared flow ---------------------------------------------------------------
+
+    def _selected(self, opts: BatchOptions) -> tuple[str, ...]:
+        selected: tuple[str, ...] = getattr(opts, self.selection)
+        return selected
+
+    def _opts(self, options: Mapping[str, Any]) -> BatchOptions:
+        opts = BatchOptions.from_mapping(options, expect=self.name)
+        if not self._selected(opts):
+            message, fix = self.missing
+            raise BatchRefused(message, kind="config", fix=fix)
+        return opts
+
+    def _name(self, opts: BatchOptions) -> str:
+        return batch_lease.lease_name(self.name, " ".join(self._selected(opts)))
+
+    async def _read(self, host: Host, opts: BatchOptions) -> tuple[list[T], Lease | None]:
+        done = await run_script(host, self.status_script, *self.status_prefix, opts.lease_dir,
+                                self._name(opts), *self._selected(opts))
+        return self._parse(host, done.stdout)
+
+    def _state(self, opts: BatchOptions, items: list[T], lease: Lease | None,
+               notes: tuple[str, ...] = ()) -> ControllerState:
+        seen = self._readback(items)
+        return ControllerState(
+            controller=self.name, state=seen.state, targets=seen.targets, detail=seen.detail,
+            paused_targets=seen.paused, lease=lease, lease_name=self._name(opts), notes=notes,
+        )
+
+    async def status(self, host: Host, options: Mapping[str, Any]) -> ControllerState:
+        opts = self._opts(options)
+        items, lease = await self._read(host, opts)
+        return self._state(opts, items, lease)
+
+    async def pause(self, host: Host, options: Mapping[str, Any], *,
+                    fraction: float = 1.0) -> ControllerState:
+        opts = self._opts(options)
+        items, _ = await self._read(host, opts)
+        self._check_pause(host, items, fraction)
+        k = pause_count(len(items), fraction)
+        entries, paused = self._plan(items)
+        chosen, others = split_for_pause(entries, paused, k)
+        if not self.resume_rest:
+            others = [o for o in others if o in paused]
+        done = await pause_with_lease(
+            host, self.pause_script, opts, self._name(opts), self.name, k, chosen, others,
+            refuse=lambda code: self._refuse_pause(host, code),
+            failed=lambda what: self._pause_failed(host, what),
+        )
+        notes = self._pause_notes(done.stdout)
+        want = set(chosen)
+        for _ in range(SETTLE_READS):
+            items, lease = await self._read(host, opts)
+            landed = self._landed(items)
+            if landed is None or landed >= want:
+                break
+            await asyncio.sleep(SETTLE_S)
+        return self._state(opts, items, lease, notes)
+
+    async def resume(self, host: Host, options: Mapping[str, Any]) -> ControllerState:
+        opts = self._opts(options)
+        items, _ = await self._read(host, opts)
+        notes = await resume_with_lease(host, self.name, opts, self._name(opts),
+                                        self._resume_entries(items), self.resume_note)
+        items, lease = await self._read(host, opts)
+        return self._state(opts, items, lease, notes)
