@@ -8,25 +8,18 @@ docker daemon that is down or refuses the login user is a clear refusal.
 
 from __future__ import annotations
 
-import asyncio
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
-    SETTLE_READS,
-    SETTLE_S,
-    BatchOptions,
     BatchRefused,
-    ControllerState,
+    ListController,
+    Readback,
     fold_state,
-    new_token,
-    pause_count,
+    lease_refused,
     refusal_lines,
-    run_script,
-    split_for_pause,
 )
 
 from inferfit.api import BatchController
@@ -127,24 +120,19 @@ def daemon_problem(items: list[ContainerInfo]) -> BatchRefused | None:
     return None
 
 
-class DockerController:
+class DockerController(ListController[ContainerInfo]):
     name = "docker"
+    selection = "containers"
+    missing = ("controller docker needs [batch] container", 'e.g. container = "batch-worker"')
+    status_script = _STATUS
+    status_prefix = (INSPECT_FORMAT,)
+    pause_script = _PAUSE
+    pause_note = "could not pause/unpause"
+    resume_note = "could not unpause"
 
-    def _opts(self, options: Mapping[str, Any]) -> BatchOptions:
-        opts = BatchOptions.from_mapping(options, expect=self.name)
-        if not opts.containers:
-            raise BatchRefused("controller docker needs [batch] container", kind="config",
-                               fix='e.g. container = "batch-worker"')
-        return opts
-
-    def _name(self, opts: BatchOptions) -> str:
-        return batch_lease.lease_name(self.name, " ".join(opts.containers))
-
-    async def _read(self, host: Host, opts: BatchOptions) -> tuple[list[ContainerInfo],
-                                                                   batch_lease.Lease | None]:
-        done = await run_script(host, _STATUS, INSPECT_FORMAT, opts.lease_dir, self._name(opts),
-                                *opts.containers)
-        items, refusals, lease = parse_status(done.stdout)
+    def _parse(self, host: Host, text: str) -> tuple[list[ContainerInfo],
+                                                     batch_lease.Lease | None]:
+        items, refusals, lease = parse_status(text)
         if refusals:
             raise BatchRefused(f"docker is not installed on {host.name}", kind="no_docker",
                                fix="use controller signal or cgroup on this box")
@@ -153,30 +141,17 @@ class DockerController:
             raise problem
         return items, lease
 
-    def _state(self, opts: BatchOptions, items: list[ContainerInfo],
-               lease: batch_lease.Lease | None, notes: tuple[str, ...] = ()) -> ControllerState:
+    def _readback(self, items: list[ContainerInfo]) -> Readback:
         present = [i for i in items if i.exists]
         paused = [i for i in present if i.paused]
         parts = [f"{i.name or i.ref} {i.status} (pid {i.pid})" for i in present]
         missing = [i.ref for i in items if not i.exists]
         if missing:
             parts.append(f"not found: {' '.join(missing)}")
-        return ControllerState(
-            controller=self.name, state=fold_state(len(present), len(paused)),
-            targets=tuple(i.ref for i in present), detail="; ".join(parts),
-            paused_targets=tuple(i.ref for i in paused), lease=lease,
-            lease_name=self._name(opts), notes=notes,
-        )
+        return Readback(fold_state(len(present), len(paused)), tuple(i.ref for i in present),
+                        "; ".join(parts), tuple(i.ref for i in paused))
 
-    async def status(self, host: Host, options: Mapping[str, Any]) -> ControllerState:
-        opts = self._opts(options)
-        items, lease = await self._read(host, opts)
-        return self._state(opts, items, lease)
-
-    async def pause(self, host: Host, options: Mapping[str, Any], *,
-                    fraction: float = 1.0) -> ControllerState:
-        opts = self._opts(options)
-        items, _ = await self._read(host, opts)
+    def _check_pause(self, host: Host, items: list[ContainerInfo], fraction: float) -> None:
         missing = [i for i in items if not i.exists]
         if missing:
             raise BatchRefused(
@@ -190,40 +165,18 @@ class DockerController:
                 f"container {not_running[0].ref} is {not_running[0].status}, not running",
                 kind="no_target",
             )
-        k = pause_count(len(items), fraction)
-        paused = [i.ref for i in items if i.paused]
-        chosen, others = split_for_pause([i.ref for i in items], paused, k)
-        others = [o for o in others if o in paused]
-        done = await run_script(host, _PAUSE, batch_lease.WATCHDOG, opts.lease_dir,
-                                self._name(opts), new_token(), str(opts.lease_s), self.name,
-                                str(k), *chosen, *others)
-        lines = done.stdout.splitlines()
-        refusals = refusal_lines(lines)
-        if refusals or "paused" not in lines:
-            raise BatchRefused(
-                f"cannot pause on {host.name}: {refusals[0] if refusals else done.describe()}",
-                kind="lease_failed", fix="set [batch] lease_dir to a writable directory",
-            )
-        notes = tuple(f"could not pause/unpause {line[5:]}" for line in lines
-                      if line.startswith("fail "))
-        want = set(chosen)
-        for _ in range(SETTLE_READS):
-            items, lease = await self._read(host, opts)
-            if {i.ref for i in items if i.paused} >= want:
-                break
-            await asyncio.sleep(SETTLE_S)
-        return self._state(opts, items, lease, notes)
 
-    async def resume(self, host: Host, options: Mapping[str, Any]) -> ControllerState:
-        opts = self._opts(options)
-        items, _ = await self._read(host, opts)
-        entries = [i.ref for i in items if i.paused]
-        done = await run_script(host, batch_lease.RESUME, self.name, opts.lease_dir,
-                                self._name(opts), *entries)
-        notes = tuple(f"could not unpause {line[5:]}" for line in done.stdout.splitlines()
-                      if line.startswith("fail "))
-        items, lease = await self._read(host, opts)
-        return self._state(opts, items, lease, notes)
+    def _plan(self, items: list[ContainerInfo]) -> tuple[list[str], list[str]]:
+        return [i.ref for i in items], [i.ref for i in items if i.paused]
+
+    def _resume_entries(self, items: list[ContainerInfo]) -> list[str]:
+        return [i.ref for i in items if i.paused]
+
+    def _landed(self, items: list[ContainerInfo]) -> set[str] | None:
+        return {i.ref for i in items if i.paused}
+
+    def _pause_failed(self, host: Host, what: str) -> BatchRefused:
+        return lease_refused(host, what)
 
 
 CONTROLLER = DockerController()

@@ -14,25 +14,19 @@ processes (from its cgroup) for the signal method.
 
 from __future__ import annotations
 
-import asyncio
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
-    SETTLE_READS,
-    SETTLE_S,
-    BatchOptions,
     BatchRefused,
-    ControllerState,
+    ListController,
+    Readback,
+    fail_notes,
     fold_state,
-    new_token,
-    pause_count,
+    lease_refused,
     refusal_lines,
-    run_script,
-    split_for_pause,
 )
 
 from inferfit.api import BatchController
@@ -160,23 +154,17 @@ def not_booted(units: list[UnitInfo]) -> str | None:
     return None
 
 
-class SystemdController:
+class SystemdController(ListController[UnitInfo]):
     name = "systemd"
+    selection = "units"
+    missing = ("controller systemd needs [batch] unit", 'e.g. unit = "batch-worker.service"')
+    status_script = _STATUS
+    pause_script = _PAUSE
+    pause_note = "could not pause"
+    resume_note = "could not resume"
 
-    def _opts(self, options: Mapping[str, Any]) -> BatchOptions:
-        opts = BatchOptions.from_mapping(options, expect=self.name)
-        if not opts.units:
-            raise BatchRefused("controller systemd needs [batch] unit", kind="config",
-                               fix='e.g. unit = "batch-worker.service"')
-        return opts
-
-    def _name(self, opts: BatchOptions) -> str:
-        return batch_lease.lease_name(self.name, " ".join(opts.units))
-
-    async def _read(self, host: Host, opts: BatchOptions) -> tuple[list[UnitInfo],
-                                                                   batch_lease.Lease | None]:
-        done = await run_script(host, _STATUS, opts.lease_dir, self._name(opts), *opts.units)
-        units, refusals, lease = parse_status(done.stdout)
+    def _parse(self, host: Host, text: str) -> tuple[list[UnitInfo], batch_lease.Lease | None]:
+        units, refusals, lease = parse_status(text)
         if refusals:
             raise BatchRefused(f"systemctl is not installed on {host.name}", kind="no_systemd",
                                fix="use controller signal, cgroup or docker on this box")
@@ -187,9 +175,8 @@ class SystemdController:
                                fix="use controller signal or cgroup on this box")
         return units, lease
 
-    def _state(self, opts: BatchOptions, units: list[UnitInfo], lease: batch_lease.Lease | None,
-               notes: tuple[str, ...] = ()) -> ControllerState:
-        present = [u for u in units if u.exists]
+    def _readback(self, items: list[UnitInfo]) -> Readback:
+        present = [u for u in items if u.exists]
         paused = [u for u in present if u.paused]
         state = fold_state(len(present), len(paused))
         if state == "running" and any(u.partly for u in present):
@@ -199,67 +186,38 @@ class SystemdController:
             how = ("frozen" if u.frozen else "stopped (SIGSTOP)" if u.signal_stopped
                    else u.props.get("FreezerState") or u.props.get("ActiveState", "?"))
             parts.append(f"{u.name} {how}, {len(u.pid_states)} processes")
-        missing = [u.name for u in units if not u.exists]
+        missing = [u.name for u in items if not u.exists]
         if missing:
             parts.append(f"not found: {' '.join(missing)}")
-        return ControllerState(
-            controller=self.name, state=state, targets=tuple(u.name for u in present),
-            detail="; ".join(parts), paused_targets=tuple(u.name for u in paused),
-            lease=lease, lease_name=self._name(opts), notes=notes,
-        )
+        return Readback(state, tuple(u.name for u in present), "; ".join(parts),
+                        tuple(u.name for u in paused))
 
-    async def status(self, host: Host, options: Mapping[str, Any]) -> ControllerState:
-        opts = self._opts(options)
-        units, lease = await self._read(host, opts)
-        return self._state(opts, units, lease)
-
-    async def pause(self, host: Host, options: Mapping[str, Any], *,
-                    fraction: float = 1.0) -> ControllerState:
-        opts = self._opts(options)
-        units, _ = await self._read(host, opts)
-        missing = [u.name for u in units if not u.exists]
+    def _check_pause(self, host: Host, items: list[UnitInfo], fraction: float) -> None:
+        missing = [u.name for u in items if not u.exists]
         if missing:
             raise BatchRefused(
                 f"unit {' '.join(map(shlex.quote, missing))} does not exist on {host.name}",
                 kind="no_target", fix="check [batch] unit (systemctl list-units)",
             )
-        k = pause_count(len(units), fraction)
-        paused = [u.name for u in units if u.paused or u.partly]
-        chosen, others = split_for_pause([u.name for u in units], paused, k)
-        others = [u for u in others if u in paused]
-        done = await run_script(host, _PAUSE, batch_lease.WATCHDOG, opts.lease_dir,
-                                self._name(opts), new_token(), str(opts.lease_s), self.name,
-                                str(k), *chosen, *others)
-        lines = done.stdout.splitlines()
-        refusals = refusal_lines(lines)
-        if refusals or "paused" not in lines:
-            raise BatchRefused(
-                f"cannot pause on {host.name}: {refusals[0] if refusals else done.describe()}",
-                kind="lease_failed", fix="set [batch] lease_dir to a writable directory",
-            )
-        notes = tuple(
+
+    def _plan(self, items: list[UnitInfo]) -> tuple[list[str], list[str]]:
+        return [u.name for u in items], [u.name for u in items if u.paused or u.partly]
+
+    def _resume_entries(self, items: list[UnitInfo]) -> list[str]:
+        return [u.name for u in items if u.exists and (u.paused or u.partly)]
+
+    def _landed(self, items: list[UnitInfo]) -> set[str] | None:
+        return {u.name for u in items if u.paused}  # freezing and SIGSTOP land asynchronously
+
+    def _pause_failed(self, host: Host, what: str) -> BatchRefused:
+        return lease_refused(host, what)
+
+    def _pause_notes(self, text: str) -> tuple[str, ...]:
+        return tuple(
             f"{line.split(' ', 2)[1]}: systemctl freeze refused, used SIGSTOP "
             f"({line.split(' ', 2)[2] if line.count(' ') >= 2 else ''})".rstrip()
-            for line in lines if line.startswith("nofreeze ")
-        ) + tuple(f"could not pause {line[5:]}" for line in lines if line.startswith("fail "))
-        want = set(chosen)
-        for _ in range(SETTLE_READS):  # freezing and SIGSTOP land asynchronously
-            units, lease = await self._read(host, opts)
-            if {u.name for u in units if u.paused} >= want:
-                break
-            await asyncio.sleep(SETTLE_S)
-        return self._state(opts, units, lease, notes)
-
-    async def resume(self, host: Host, options: Mapping[str, Any]) -> ControllerState:
-        opts = self._opts(options)
-        units, _ = await self._read(host, opts)
-        entries = [u.name for u in units if u.exists and (u.paused or u.partly)]
-        done = await run_script(host, batch_lease.RESUME, self.name, opts.lease_dir,
-                                self._name(opts), *entries)
-        notes = tuple(f"could not resume {line[5:]}" for line in done.stdout.splitlines()
-                      if line.startswith("fail "))
-        units, lease = await self._read(host, opts)
-        return self._state(opts, units, lease, notes)
+            for line in text.splitlines() if line.startswith("nofreeze ")
+        ) + fail_notes(text, self.pause_note)
 
 
 CONTROLLER = SystemdController()
