@@ -6,7 +6,8 @@ file runs, as separate processes, interleaved:
 
 * inferfit's aggregation (``aggregate_file``, the code sent to the box) with one
   worker: CPU-time lines/s, the single-core figure;
-* the same with ``--workers`` forked workers (default: every CPU): wall-clock lines/s;
+* the same with ``--workers`` forked workers (default: every CPU): wall-clock lines/s
+  (at nice 0 like goaccess; on a box the probe's workers run at nice 10);
 * ``goaccess`` (single-threaded) with only the panels that match what inferfit
   reports (requests, status codes): its fastest reasonable setting; and with
   ``--goaccess-all-panels``, its default too.
@@ -122,8 +123,10 @@ def generate(n: int, out: Path, seed: int = 4) -> tuple[Path, Path]:
 
 INFERFIT_CODE = r"""
 import json, sys, time
+from inferfit.probes import nginx_scan
 from inferfit.probes.nginx_scan import aggregate_file
 from inferfit.probes.nginx_format import COMBINED, LogFormat
+nginx_scan.WORKER_NICE = 0  # the probe's workers yield to the box's work; goaccess runs at 0
 fmt = COMBINED if sys.argv[2] == "combined" else sys.argv[3]
 started = time.perf_counter()
 out = aggregate_file(sys.argv[1], LogFormat(fmt), None, workers=int(sys.argv[4]))
