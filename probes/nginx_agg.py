@@ -20,6 +20,7 @@ from inferfit.probes.nginx_values import (
     Hist,
     check_status,
     epoch,
+    fold_lists,
     redact,
     route_of,
     time_ms,
@@ -32,6 +33,8 @@ SLOW_LINES = 64  # a block this small that failed the fast path is parsed line b
 FAN_OUT = 8
 MAX_ROUTES = 500
 TOP_ROUTES = 10
+
+
 def _runs(col: list[bytes]) -> tuple[list[tuple[bytes, int]], bool]:
     """Runs of equal values and their lengths, at C speed, and True (a log's times come
     in order); or, when there are many runs, distinct values and their counts, and False."""
@@ -39,26 +42,6 @@ def _runs(col: list[bytes]) -> tuple[list[tuple[bytes, int]], bool]:
     if len(runs) * 8 <= len(col):
         return runs, True
     return list(Counter(col).items()), False
-
-
-def fold_lists(block: bytes) -> bytes:
-    """``0.000, 0.079`` -> ``0.000,0.079`` (retry lists become one token).
-
-    Commas are rare: each is found with ``find`` (memchr), no pass over the bytes.
-    """
-    find = block.find
-    at = find(b",")
-    if at < 0:
-        return block
-    out: list[bytes] = []
-    pos = 0
-    while at >= 0:
-        if block[at + 1:at + 2] == b" ":
-            out.append(block[pos:at + 1])
-            pos = at + 2
-        at = find(b",", at + 1)
-    out.append(block[pos:])
-    return b"".join(out)
 
 
 _KEY_VARS = ("status", "request_time", "upstream_response_time", "upstream_status")
@@ -148,6 +131,9 @@ class Aggregator:
                 break
             self._feed(block[pos:cut], None)
             pos = cut + 1
+        if not pos:  # every newline lies in the first piece: cut at the last one
+            pos = block.rfind(b"\n") + 1
+            self._feed(block[:pos - 1], None)
         self._feed(block[pos:], None)
 
     def _slow(self, block: bytes) -> None:

@@ -145,3 +145,13 @@ def test_a_failed_worker_means_one_reader_does_it_all_again(tmp_path, monkeypatc
     assert got == want
     assert got["workers"] == 1
     assert got["lines"] == 3 * 3519
+
+
+def test_a_huge_last_line_after_many_good_ones_is_one_bad_line():
+    """Cutting a spoilt block makes progress even when all its newlines come first."""
+    lines = AI_LOG.read_bytes().splitlines()[:100]
+    agg = nginx_agg.Aggregator(LogFormat(AI_API_TEXT))
+    agg.feed(b"\n".join([*lines, b"y" * (1 << 20)]))
+    got = agg.result()
+    assert got["lines"] == 100
+    assert got["bad_lines"] == 1
