@@ -232,10 +232,10 @@ def lease_refused(host: Host, what: str) -> BatchRefused:
 async def pause_with_lease(host: Host, script: str, opts: BatchOptions, name: str,
                            controller: str, k: int, chosen: Sequence[str],
                            others: Sequence[str], *, refuse: Callable[[str], BatchRefused],
-                           failed: Callable[[str], BatchRefused]) -> Completed:
+                           failed: Callable[[str], BatchRefused] | None = None) -> Completed:
     """Run a controller's pause script (lease, watchdog, then pause the first ``k`` of
     ``chosen + others``); a ``refuse`` line raises ``refuse(code)``, a script that did not
-    reach "paused" raises ``failed(description)``."""
+    reach "paused" raises ``failed(description)`` (default: :func:`pause_failed`)."""
     done = await run_script(host, script, batch_lease.WATCHDOG, opts.lease_dir, name,
                             new_token(), str(opts.lease_s), controller, str(k),
                             *chosen, *others)
@@ -244,7 +244,7 @@ async def pause_with_lease(host: Host, script: str, opts: BatchOptions, name: st
     if refusals:
         raise refuse(refusals[0])
     if "paused" not in lines:
-        raise failed(done.describe())
+        raise failed(done.describe()) if failed else pause_failed(host, done.describe())
     return done
 
 

@@ -26,13 +26,16 @@ from typing import Any
 
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
+    WAIT_LANDED,
     BatchOptions,
     BatchRefused,
     ControllerState,
+    fail_notes,
     fold_state,
-    new_token,
     pause_count,
+    pause_with_lease,
     refusal_lines,
+    resume_with_lease,
     run_script,
     split_for_pause,
 )
@@ -79,7 +82,11 @@ done
 lr "${ldir:-$HOME/.cache/inferfit/batch}/$lname"
 """
 
-_FUNCS = r"""
+_FUNCS = WAIT_LANDED + r"""
+landed() {
+  _x=$(pst "${1%%:*}") || return 0
+  [ "${_x%% *}" = T ]
+}
 show() {
   for _e; do
     _p=${_e%%:*}
@@ -113,20 +120,7 @@ apply() {
     _c=$((_c - 1))
   done
   # SIGSTOP lands asynchronously (the task must run to stop): wait up to 5 s for T.
-  _t=0
-  while [ "$_t" -lt 50 ]; do
-    _c=$_k
-    _ok=1
-    for _e; do
-      [ "$_c" -gt 0 ] || break
-      _c=$((_c - 1))
-      _x=$(pst "${_e%%:*}") || continue
-      [ "${_x%% *}" = T ] || _ok=0
-    done
-    [ "$_ok" = 1 ] && break
-    sleep 0.1 2>/dev/null || sleep 1
-    _t=$((_t + 1))
-  done
+  wait_landed "$_k" "$@"
 }
 """
 
@@ -298,18 +292,11 @@ class SignalController:
         k = pause_count(len(sel.procs), fraction)
         entries = [p.entry for p in sel.procs]
         chosen, others = split_for_pause(entries, [p.entry for p in sel.procs if p.stopped], k)
-        done = await run_script(host, _PAUSE, batch_lease.WATCHDOG, opts.lease_dir, name,
-                                new_token(), str(opts.lease_s), self.name, str(k),
-                                *chosen, *others)
-        lines = done.stdout.splitlines()
-        refusals = refusal_lines(lines)
-        if refusals:
-            raise _refuse(refusals[0], mode, value, host)
-        if "paused" not in lines:
-            raise BatchRefused(f"the pause script failed on {host.name}: {done.describe()}",
-                               kind="pause_failed")
-        notes = tuple(f"could not signal pid {line[5:]}" for line in lines
-                      if line.startswith("fail "))
+        done = await pause_with_lease(
+            host, _PAUSE, opts, name, self.name, k, chosen, others,
+            refuse=lambda code: _refuse(code, mode, value, host),
+        )
+        notes = fail_notes(done.stdout, "could not signal pid")
         after = parse_selection(done.stdout)  # the script printed the state it left
         return self._state(mode, value, name, after, notes)
 
@@ -324,10 +311,8 @@ class SignalController:
             if exc.kind != "no_target":
                 raise
             entries = []  # the lease's record still resumes what the pause stopped
-        done = await run_script(host, batch_lease.RESUME, self.name, opts.lease_dir, name,
-                                *entries)
-        notes = tuple(f"could not signal pid {line[5:]}" for line in done.stdout.splitlines()
-                      if line.startswith("fail "))
+        notes = await resume_with_lease(host, self.name, opts, name, entries,
+                                        "could not signal pid")
         try:
             _, _, after = await self.select(host, opts)
         except BatchRefused as exc:
