@@ -289,12 +289,18 @@ async def aggregate_here(host: Host, t: Target, window: int | None, since: int |
                     lo = mid
             offset = lo
     agg = Aggregator(lf, start, end)
-    pos, carry = offset, b""
+    # From the byte before offset: the line that offset cuts belongs before the window.
+    pos, carry, skipping = max(offset - 1, 0), b"", offset > 0
     while pos < size:
         data = carry + await read(pos, min(4 << 20, size - pos))
         if len(data) == len(carry):
             break
         pos += len(data) - len(carry)
+        if skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                continue
+            data, skipping = data[nl + 1:], False
         cut = data.rfind(b"\n")
         if cut < 0:
             carry = data

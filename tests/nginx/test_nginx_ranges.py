@@ -9,10 +9,16 @@ import time
 
 import pytest
 from inferfit.probes import nginx_agg, nginx_scan
+from inferfit.probes.nginx import NginxProbe
 from inferfit.probes.nginx_format import COMBINED, LogFormat
 from inferfit.probes.nginx_scan import aggregate_file
 
+from inferfit.api import ProbeContext
+from inferfit.config import Config
+from inferfit.hosts.ssh import SSHOptions
+
 from .conftest import AI_API_TEXT, FIXTURES
+from .test_nginx_probe import _NoPython
 
 AI_LOG = FIXTURES / "ai_api-sample.log"
 COMBINED_LOG = FIXTURES / "combined-sample.log"
@@ -155,3 +161,20 @@ def test_a_huge_last_line_after_many_good_ones_is_one_bad_line():
     got = agg.result()
     assert got["lines"] == 100
     assert got["bad_lines"] == 1
+
+
+async def test_a_window_mid_file_read_over_the_connection_has_no_bad_first_line(sshd, tmp_path):
+    """Without python3 on the box the bisection also lands mid-line: that line is skipped."""
+    lines = AI_LOG.read_bytes().splitlines()
+    log = tmp_path / "access.log"
+    log.write_bytes(b"\n".join(_hour_older(lines) * 5 + lines) + b"\n")  # ~4 MB, 1 h apart
+    opts = {"log_path": str(log), "log_format": AI_API_TEXT, "window": "15m"}
+    ctx = ProbeContext(options=opts, config=Config())
+    host = _NoPython("box", SSHOptions(config_file=str(sshd.ssh_config)))
+    try:
+        got = (await NginxProbe().check(host, ctx)).values
+    finally:
+        await host.close()
+    assert got["aggregated_on"] == "locally"
+    assert got["lines"] == 3519
+    assert got["bad_lines"] == 0
