@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
-    WAIT_LANDED,
+    APPLY,
     BatchRefused,
     ListController,
     Readback,
@@ -60,13 +60,7 @@ done
 lr "${ldir:-$HOME/.cache/inferfit/batch}/$lname"
 """
 
-_FUNCS = WAIT_LANDED + r"""
-landed() {
-  case $1 in
-    2:*) grep -qx 'frozen 1' "${1#2:}/cgroup.events" 2>/dev/null ;;
-    1:*) grep -qx FROZEN "${1#1:}/freezer.state" 2>/dev/null ;;
-  esac
-}
+_FUNCS = APPLY + r"""
 pre() {
   shift
   for _e; do
@@ -80,27 +74,27 @@ pre() {
     esac
   done
 }
-apply() {
-  _k=$1
-  _c=$1
-  shift
-  for _e; do
-    _d=${_e#?:}
-    if [ "$_c" -gt 0 ]; then
-      case $_e in
-        2:*) echo 1 2>/dev/null >"$_d/cgroup.freeze" || echo "fail $_d" ;;
-        1:*) echo FROZEN 2>/dev/null >"$_d/freezer.state" || echo "fail $_d" ;;
-      esac
-    else
-      case $_e in
-        2:*) echo 0 2>/dev/null >"$_d/cgroup.freeze" || echo "fail $_d" ;;
-        1:*) echo THAWED 2>/dev/null >"$_d/freezer.state" || echo "fail $_d" ;;
-      esac
-    fi
-    _c=$((_c - 1))
-  done
-  # Freezing completes asynchronously: wait (at most 5 s) for it.
-  wait_landed "$_k" "$@"
+stop1() {
+  _d=${1#?:}
+  case $1 in
+    2:*) echo 1 2>/dev/null >"$_d/cgroup.freeze" || echo "fail $_d" ;;
+    1:*) echo FROZEN 2>/dev/null >"$_d/freezer.state" || echo "fail $_d" ;;
+  esac
+}
+cont1() {
+  _d=${1#?:}
+  case $1 in
+    2:*) echo 0 2>/dev/null >"$_d/cgroup.freeze" || echo "fail $_d" ;;
+    1:*) echo THAWED 2>/dev/null >"$_d/freezer.state" || echo "fail $_d" ;;
+  esac
+}
+# Freezing completes asynchronously: apply waits for this.
+landed() {
+  _d=${1#?:}
+  case $1 in
+    2:*) grep -qx 'frozen 1' "$_d/cgroup.events" 2>/dev/null ;;
+    1:*) grep -qx FROZEN "$_d/freezer.state" 2>/dev/null ;;
+  esac
 }
 """
 

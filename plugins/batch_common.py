@@ -191,13 +191,21 @@ def describe_state(state: BatchState) -> str:
     return text
 
 
-# Shell functions for a controller's ``apply``: ``wait_landed K ENTRY...`` waits (at most
-# 5 s) until ``landed ENTRY`` (the controller's) holds for each of the first K entries —
-# a freeze or a SIGSTOP lands asynchronously.
-WAIT_LANDED = r"""
-wait_landed() {
+# The shell ``apply K ENTRY...`` every pause script runs: ``stop1 ENTRY`` for the first K
+# entries, ``cont1 ENTRY`` for the rest, then wait (at most 5 s) until ``landed ENTRY``
+# holds for each of the first K (a freeze or a SIGSTOP lands asynchronously). A controller
+# defines stop1 and cont1 after this, and pre and landed where it needs more than these.
+APPLY = r"""
+pre() { return 0; }
+landed() { return 0; }
+apply() {
   _k=$1
+  _c=$1
   shift
+  for _e; do
+    if [ "$_c" -gt 0 ]; then stop1 "$_e"; else cont1 "$_e"; fi
+    _c=$((_c - 1))
+  done
   _t=0
   while [ "$_t" -lt 50 ]; do
     _c=$_k

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
+    APPLY,
     BatchRefused,
     ListController,
     Readback,
@@ -40,26 +41,19 @@ done
 lr "${ldir:-$HOME/.cache/inferfit/batch}/$lname"
 """
 
-_FUNCS = r"""
-pre() { return 0; }
-apply() {
-  _c=$1
-  shift
-  for _n; do
-    if [ "$_c" -gt 0 ]; then
-      _p=$(docker inspect --type container --format '{{.State.Paused}}' -- "$_n" 2>/dev/null)
-      [ "$_p" = true ] || _o=$(docker pause -- "$_n" 2>&1) || case $_o in
-        *"already paused"*) ;;
-        *) echo "fail $_n $_o" | head -n 1 ;;
-      esac
-    else
-      _o=$(docker unpause -- "$_n" 2>&1) || case $_o in
-        *"not paused"*) ;;
-        *) echo "fail $_n $_o" | head -n 1 ;;
-      esac
-    fi
-    _c=$((_c - 1))
-  done
+_FUNCS = APPLY + r"""
+stop1() {
+  _p=$(docker inspect --type container --format '{{.State.Paused}}' -- "$1" 2>/dev/null)
+  [ "$_p" = true ] || _o=$(docker pause -- "$1" 2>&1) || case $_o in
+    *"already paused"*) ;;
+    *) echo "fail $1 $_o" | head -n 1 ;;
+  esac
+}
+cont1() {
+  _o=$(docker unpause -- "$1" 2>&1) || case $_o in
+    *"not paused"*) ;;
+    *) echo "fail $1 $_o" | head -n 1 ;;
+  esac
 }
 """
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
-    WAIT_LANDED,
+    APPLY,
     BatchOptions,
     BatchRefused,
     ControllerState,
@@ -82,11 +82,7 @@ done
 lr "${ldir:-$HOME/.cache/inferfit/batch}/$lname"
 """
 
-_FUNCS = WAIT_LANDED + r"""
-landed() {
-  _x=$(pst "${1%%:*}") || return 0
-  [ "${_x%% *}" = T ]
-}
+_FUNCS = APPLY + r"""
 show() {
   for _e; do
     _p=${_e%%:*}
@@ -105,22 +101,21 @@ pre() {
   echo "refuse perm$_perm"
   return 1
 }
-apply() {
-  _k=$1
-  _c=$1
-  shift
-  for _e; do
-    _p=${_e%%:*}
-    if [ "$_c" -gt 0 ]; then
-      if same "$_p" "${_e#*:}"; then kill -STOP "$_p" 2>/dev/null || echo "fail $_p"; fi
-    elif same "$_p" "${_e#*:}"; then
-      _x=$(pst "$_p")
-      [ "${_x%% *}" != T ] || kill -CONT "$_p" 2>/dev/null || echo "fail $_p"
-    fi
-    _c=$((_c - 1))
-  done
-  # SIGSTOP lands asynchronously (the task must run to stop): wait up to 5 s for T.
-  wait_landed "$_k" "$@"
+stop1() {
+  _p=${1%%:*}
+  if same "$_p" "${1#*:}"; then kill -STOP "$_p" 2>/dev/null || echo "fail $_p"; fi
+}
+cont1() {
+  _p=${1%%:*}
+  if same "$_p" "${1#*:}"; then
+    _x=$(pst "$_p")
+    [ "${_x%% *}" != T ] || kill -CONT "$_p" 2>/dev/null || echo "fail $_p"
+  fi
+}
+# SIGSTOP lands asynchronously (the task must run to stop): apply waits for T.
+landed() {
+  _x=$(pst "${1%%:*}") || return 0
+  [ "${_x%% *}" = T ]
 }
 """
 

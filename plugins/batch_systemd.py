@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
+    APPLY,
     BatchRefused,
     ListController,
     Readback,
@@ -61,29 +62,22 @@ done
 lr "${ldir:-$HOME/.cache/inferfit/batch}/$lname"
 """
 
-_FUNCS = r"""
-pre() { return 0; }
-apply() {
-  _c=$1
-  shift
-  for _u; do
-    if [ "$_c" -gt 0 ]; then
-      if _o=$(systemctl freeze -- "$_u" 2>&1); then
-        echo "method freeze $_u"
-      else
-        echo "nofreeze $_u $_o" | head -n 1
-        if systemctl kill --signal=SIGSTOP -- "$_u" >/dev/null 2>&1; then
-          echo "method signal $_u"
-        else
-          echo "fail $_u"
-        fi
-      fi
+_FUNCS = APPLY + r"""
+stop1() {
+  if _o=$(systemctl freeze -- "$1" 2>&1); then
+    echo "method freeze $1"
+  else
+    echo "nofreeze $1 $_o" | head -n 1
+    if systemctl kill --signal=SIGSTOP -- "$1" >/dev/null 2>&1; then
+      echo "method signal $1"
     else
-      systemctl thaw -- "$_u" >/dev/null 2>&1
-      systemctl kill --signal=SIGCONT -- "$_u" >/dev/null 2>&1
+      echo "fail $1"
     fi
-    _c=$((_c - 1))
-  done
+  fi
+}
+cont1() {
+  systemctl thaw -- "$1" >/dev/null 2>&1
+  systemctl kill --signal=SIGCONT -- "$1" >/dev/null 2>&1
 }
 """
 
