@@ -231,9 +231,21 @@ def route_of(request: bytes, method: bytes | None = None) -> str:
     if "://" in path:
         path = "/" + path.split("://", 1)[1].partition("/")[2]
     if _DIGIT_RE.search(path):  # ids have digits: only then look at each segment
-        path = "/".join([("{id}" if _ID_RE.match(s) else s) for s in path.split("/")])
+        seen = _SEGMENTS  # segments that are not ids repeat: remember them
+        path = "/".join([s if s in seen else _segment(s) for s in path.split("/")])
     norm = path[:100]
     return f"{method.decode('ascii', 'replace')[:10]} {norm}".strip()
+
+
+_SEGMENTS: set[str] = set()
+
+
+def _segment(s: str) -> str:
+    if _ID_RE.match(s):
+        return "{id}"
+    if len(_SEGMENTS) < 4096:
+        _SEGMENTS.add(s)
+    return s
 
 
 def redact(line: bytes) -> str:
