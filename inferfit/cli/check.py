@@ -7,6 +7,7 @@ import asyncio
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from inferfit.cli import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARN
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
 def print_summary(findings: Findings, console: Console | None = None) -> None:
     console = console or Console(soft_wrap=False)
     t = findings.target
-    console.print(f"[bold]{t.name}[/] ({t.transport} {t.address}) — overall: "
+    console.print(f"[bold]{escape(t.name)}[/] ({t.transport} {escape(t.address)}) — overall: "
                   f"[{STATUS_STYLE[findings.status]}]{findings.status}[/]")
     table = Table(show_lines=False, expand=False)
     table.add_column("probe")
@@ -128,7 +129,8 @@ def print_summary(findings: Findings, console: Console | None = None) -> None:
     table.add_column("summary", overflow="fold")
     table.add_column("time", justify="right")
     for name, r in sorted(findings.probes.items()):
-        table.add_row(name, f"[{STATUS_STYLE[r.status]}]{r.status}[/]", r.summary,
+        # summaries quote config syntax such as [[regions]]: never markup
+        table.add_row(name, f"[{STATUS_STYLE[r.status]}]{r.status}[/]", escape(r.summary),
                       f"{r.duration_s:.1f}s")
     console.print(table)
     for name, r in sorted(findings.probes.items()):

@@ -109,3 +109,10 @@ def test_help_documents_exit_codes(inferfit_cli) -> None:
     r = inferfit_cli("check", "--help")
     assert r.returncode == 0
     assert "3 could not check" in r.stdout.replace("\n", " ").replace("  ", " ")
+
+
+def test_summary_shows_config_syntax_verbatim(inferfit_cli) -> None:
+    """A summary that quotes [[regions]] must not be eaten as terminal markup."""
+    r = inferfit_cli("check", "--probe", "latency", "-q", env={"COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    assert "add [[regions]] with targets" in r.stdout
