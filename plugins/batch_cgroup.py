@@ -25,6 +25,7 @@ from inferfit.plugins.batch_common import (
     ListController,
     Readback,
     fold_state,
+    pause_failed,
 )
 
 from inferfit.api import BatchController
@@ -74,20 +75,16 @@ pre() {
     esac
   done
 }
-stop1() {
+# fz ENTRY V2 V1: write V2 to a v2 cgroup.freeze, V1 to a v1 freezer.state
+fz() {
   _d=${1#?:}
   case $1 in
-    2:*) echo 1 2>/dev/null >"$_d/cgroup.freeze" || echo "fail $_d" ;;
-    1:*) echo FROZEN 2>/dev/null >"$_d/freezer.state" || echo "fail $_d" ;;
+    2:*) echo "$2" 2>/dev/null >"$_d/cgroup.freeze" || echo "fail $_d" ;;
+    1:*) echo "$3" 2>/dev/null >"$_d/freezer.state" || echo "fail $_d" ;;
   esac
 }
-cont1() {
-  _d=${1#?:}
-  case $1 in
-    2:*) echo 0 2>/dev/null >"$_d/cgroup.freeze" || echo "fail $_d" ;;
-    1:*) echo THAWED 2>/dev/null >"$_d/freezer.state" || echo "fail $_d" ;;
-  esac
-}
+stop1() { fz "$1" 1 FROZEN; }
+cont1() { fz "$1" 0 THAWED; }
 # Freezing completes asynchronously: apply waits for this.
 landed() {
   _d=${1#?:}
@@ -203,6 +200,9 @@ class CgroupController(ListController[CgroupInfo]):
 
     def _refuse_pause(self, host: Host, code: str) -> BatchRefused:
         return _refused(code, host)
+
+    def _pause_failed(self, host: Host, what: str) -> BatchRefused:
+        return pause_failed(host, what)
 
 
 def _refused(code: str, host: Host) -> BatchRefused:

@@ -320,7 +320,7 @@ class ListController(Generic[T]):
         return lease_refused(host, code)
 
     def _pause_failed(self, host: Host, what: str) -> BatchRefused:
-        return pause_failed(host, what)
+        return lease_refused(host, what)
 
     def _pause_notes(self, text: str) -> tuple[str, ...]:
         return fail_notes(text, self.pause_note)

@@ -19,7 +19,6 @@ from inferfit.plugins.batch_common import (
     ListController,
     Readback,
     fold_state,
-    lease_refused,
     refusal_lines,
 )
 
@@ -168,9 +167,6 @@ class DockerController(ListController[ContainerInfo]):
 
     def _landed(self, items: list[ContainerInfo]) -> set[str] | None:
         return {i.ref for i in items if i.paused}
-
-    def _pause_failed(self, host: Host, what: str) -> BatchRefused:
-        return lease_refused(host, what)
 
 
 CONTROLLER = DockerController()

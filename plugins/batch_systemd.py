@@ -26,7 +26,6 @@ from inferfit.plugins.batch_common import (
     Readback,
     fail_notes,
     fold_state,
-    lease_refused,
     refusal_lines,
 )
 
@@ -202,9 +201,6 @@ class SystemdController(ListController[UnitInfo]):
 
     def _landed(self, items: list[UnitInfo]) -> set[str] | None:
         return {u.name for u in items if u.paused}  # freezing and SIGSTOP land asynchronously
-
-    def _pause_failed(self, host: Host, what: str) -> BatchRefused:
-        return lease_refused(host, what)
 
     def _pause_notes(self, text: str) -> tuple[str, ...]:
         return tuple(
