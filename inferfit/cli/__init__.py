@@ -32,10 +32,16 @@ DESCRIPTION = """\
 Is this AI-inference box fit for the workload, and should it serve realtime
 API traffic, offline batch jobs, or both?
 
-  inferfit [TARGET]            open the console (local machine without TARGET)
-  inferfit check [TARGET]      run the probes headless; exit 0 ok, 1 warn, 2 fail, 3 could not check
+  inferfit [TARGET ...]             open the console (this machine without TARGET)
+  inferfit check [TARGET ...]       run the probes headless; exit 0 ok, 1 warn, 2 fail,
+                                    3 could not check; --export FILE writes the findings
+  inferfit show FILE.toml           replay saved findings in the console
+  inferfit size --workload W F.toml what-if sizing on saved findings
+  inferfit compare A.toml B.toml    side by side, odd box out highlighted
+  inferfit batch pause TARGET       mixed mode: pause batch work under a lease (opt-in)
 
 TARGET is [user@]host[:port] or an alias from ~/.ssh/config (or -F FILE).
+Findings format: docs/findings.md. Every COMMAND has --help.
 """
 
 
