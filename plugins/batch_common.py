@@ -1,4 +1,6 @@
-"""What the batch controllers share: options, refusals, the read-back state, helpers.
+"""What the batch controllers share: options, refusals, the read-back state, helpers,
+the pause/resume-with-lease steps, the shell ``apply`` loop, and :class:`ListController`
+(the whole status/pause/resume flow of the cgroup, systemd and docker controllers).
 
 A controller's answer is a :class:`ControllerState` — an :class:`inferfit.api.BatchState`
 (the protocol type) with the lease and the per-target detail added. Everything in
