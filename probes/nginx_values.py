@@ -30,7 +30,8 @@ class BadChunk(ValueError):
 def fold_lists(block: bytes) -> bytes:
     """``0.000, 0.079`` -> ``0.000,0.079`` (retry lists become one token).
 
-    Commas are rare: each is found with ``find`` (memchr), no pass over the bytes.
+    Commas are rare in most formats: each is found with ``find`` (memchr). Where
+    they are common (JSON), only ``", "`` is searched for.
     """
     find = block.find
     at = find(b",")
@@ -38,10 +39,20 @@ def fold_lists(block: bytes) -> bytes:
         return block
     out: list[bytes] = []
     pos = 0
+    other = 0
     while at >= 0:
         if block[at + 1:at + 2] == b" ":
             out.append(block[pos:at + 1])
             pos = at + 2
+        else:
+            other += 1
+            if other > 32:  # many commas: look for the pair instead
+                at = find(b", ", at + 1)
+                while at >= 0:
+                    out.append(block[pos:at + 1])
+                    pos = at + 2
+                    at = find(b", ", pos)
+                break
         at = find(b",", at + 1)
     out.append(block[pos:])
     return b"".join(out)
