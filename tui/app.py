@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from inferfit.tui.batch import NOT_CONFIGURED, BatchControl, NoBatchControl, can_measure
 from inferfit.tui.fmt import STATUS_ICON, STATUS_STYLE, export_name
 from inferfit.tui.messages import Connected, ConnectionFailed, ProbeCrashed, ProbeFinished
+from inferfit.tui.screens.compare import CompareScreen, CompareSource, unique_labels
 from inferfit.tui.screens.confirm import ConfirmScreen
 from inferfit.tui.screens.export import ExportScreen
 from inferfit.tui.screens.help import HelpScreen
@@ -26,6 +27,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, TabbedContent, TabPane
 
+from inferfit.compare import Thresholds
 from inferfit.config import Config
 from inferfit.findings import FindingsError
 
@@ -40,11 +42,19 @@ KEYS: tuple[tuple[str, str, str], ...] = (
     ("1…9", "", "jump to panel 1…9 of this target"),
     ("] / [", "next_target", "next / previous target tab (several targets)"),
     ("/", "filter", "filter panels by name (escape clears)"),
+    ("c", "compare", "compare the targets' findings side by side (two or more targets)"),
     ("d", "toggle_theme", "toggle dark / light"),
     ("?", "help", "this help"),
     ("ctrl+p", "", "command palette: every action by name"),
     ("q", "request_quit", "quit (asks first while probes run or batch is paused)"),
 )
+
+# Actions on the target tabs, off while the compare screen covers them.
+BEHIND_COMPARE = frozenset({
+    "rerun", "rerun_all", "export", "batch", "measure", "focus_panel", "next_target",
+    "prev_target", "filter",
+})
+
 
 class FilterInput(Input):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "clear", "clear filter")]
@@ -69,6 +79,7 @@ class InferfitApp(App[int]):
         Binding("p", "batch", "batch"),
         Binding("m", "measure", "interference", show=False),
         Binding("slash", "filter", "filter"),
+        Binding("c", "compare", "compare"),
         Binding("d", "toggle_theme", "theme"),
         Binding("right_square_bracket", "next_target", "next target", show=False),
         Binding("left_square_bracket", "prev_target", "prev target", show=False),
@@ -83,6 +94,8 @@ class InferfitApp(App[int]):
         batch_control: BatchControl | None = None,
         sizing: ConsoleSizing | None = None,
         tick_s: float = 1.0,
+        golden: int | None = None,
+        compare_on_start: bool = False,
     ) -> None:
         super().__init__()
         if not targets:
@@ -95,6 +108,8 @@ class InferfitApp(App[int]):
         self.read_only = not any(s.live for s in self.specs)
         self.last_export: Path | None = None
         self.filter_text = ""
+        self.golden = golden  # index into targets: the compare screen's reference box
+        self.compare_on_start = compare_on_start
 
     # -- layout --------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -118,6 +133,8 @@ class InferfitApp(App[int]):
             self.query_one(TabbedContent).active = "target-0"
         self.set_interval(self.tick_s, self._tick)
         self.call_after_refresh(self._focus_first)
+        if self.compare_on_start and len(self.specs) > 1:
+            self.action_compare()
 
     def _focus_first(self) -> None:
         tabs = self.query_one(TabbedContent)
@@ -345,6 +362,25 @@ class InferfitApp(App[int]):
         if event.input.id == "filter":
             self.action_close_filter()
 
+    def action_compare(self) -> None:
+        if len(self.specs) < 2:
+            self.notify("compare needs two or more targets", severity="warning")
+            return
+        if not isinstance(self.screen, CompareScreen):
+            self.push_screen(CompareScreen(self._compare_source, Thresholds.from_config(
+                self.config.get("compare"))))
+
+    def _compare_source(self) -> CompareSource:
+        views = self.views
+        return CompareSource([v.findings for v in views],
+                             unique_labels(v.spec.name for v in views), self.golden)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "compare":
+            return len(self.specs) > 1 and not isinstance(self.screen, CompareScreen)
+        # Keys that act on the target tabs do nothing while the compare screen is up.
+        return not (isinstance(self.screen, CompareScreen) and action in BEHIND_COMPARE)
+
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
 
@@ -391,7 +427,7 @@ class InferfitApp(App[int]):
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for keys, action, text in KEYS:
-            if action:
+            if action and (action != "compare" or len(self.specs) > 1):
                 yield SystemCommand(
                     f"{text.split(' (')[0].capitalize()}", f"key: {keys}", _runner(self, action)
                 )
