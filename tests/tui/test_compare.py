@@ -6,6 +6,12 @@ IOPS, inside the 10 % disk tolerance); a renamed copy of the A100 box is its twi
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -212,10 +218,10 @@ async def test_many_boxes_scroll_right_with_the_key_column_fixed(kit: Any) -> No
         table = screen.query_one(DataTable)
         assert table.fixed_columns == 1
         assert table.max_scroll_x > 0  # eight columns do not fit 80 cells
-        await pilot.press("end", "right")  # DataTable: end = last row; right scrolls
-        for _ in range(8):
-            await pilot.press("right")
-        assert table.scroll_x > 0
+        await pilot.press("end")  # a row cursor: end / home scroll to the last / first box
+        assert table.scroll_x == table.max_scroll_x
+        await pilot.press("home")
+        assert table.scroll_x == 0
 
 
 def test_show_compare_needs_two_findings(inferfit_cli: Callable[..., Any]) -> None:
@@ -248,3 +254,48 @@ def test_compare_screen_at_80x24(snap_compare: Callable[..., bool]) -> None:
 
     assert snap_compare(console_app(*a100_twin_slow(), golden=0), terminal_size=SIZE,
                         run_before=first_difference)
+
+
+def _tmux_screen(base: list[str], session: str) -> str:
+    return subprocess.run([*base, "capture-pane", "-p", "-t", session], capture_output=True,
+                          text=True, timeout=20).stdout
+
+
+def _wait_for(base: list[str], session: str, check: Callable[[str], bool], what: str) -> str:
+    deadline = time.monotonic() + 30
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = _tmux_screen(base, session)
+        if check(screen):
+            return screen
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}; screen:\n{screen}")
+
+
+def test_real_binary_opens_on_the_compare_screen(home: Path, tmp_path: Path, twin: Path) -> None:
+    """`inferfit show --compare --golden` in tmux at 80×24: odd box, o, escape, q."""
+    exe = shutil.which("inferfit", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    session = f"inferfit-compare-{os.getpid()}"
+    base = ["tmux", "-L", f"inferfit-compare-{os.getpid()}-{tmp_path.name}"]
+    command = shlex.join([exe, "show", "--compare", "--golden", str(A100), str(twin),
+                          str(SLOW)])
+    try:
+        subprocess.run([*base, "new-session", "-d", "-s", session, "-x", "80", "-y", "24",
+                        "-c", str(tmp_path), f"{command}; echo \"inferfit exited $?\"; sleep 60"],
+                       check=True, timeout=20)
+        _wait_for(base, session, lambda s: "odd one out: gpu-a100-slow" in s
+                  and "≠ disk.seq_read_mib_s" in s, "the compare screen")
+        subprocess.run([*base, "send-keys", "-t", session, "o"], check=True, timeout=20)
+        screen = _wait_for(base, session, lambda s: "differing keys" in s, "only differences")
+        rows = [line for line in screen.splitlines() if line.startswith(" ≠ ")]
+        assert [r.split()[1] for r in rows] == [
+            "disk.seq_read_mib_s", "disk.seq_read_gb_s", "disk.model_load_s"]
+        assert "1,180.4" in rows[0]
+        subprocess.run([*base, "send-keys", "-t", session, "Escape"], check=True, timeout=20)
+        _wait_for(base, session, lambda s: "Overview" in s and "gpu-a100 (golden)" in s,
+                  "the tabs")
+        subprocess.run([*base, "send-keys", "-t", session, "q"], check=True, timeout=20)
+        _wait_for(base, session, lambda s: "inferfit exited 0" in s, "a clean exit")
+    finally:
+        subprocess.run([*base, "kill-server"], capture_output=True, timeout=20)
