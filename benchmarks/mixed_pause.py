@@ -30,10 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from inferfit.hosts import Host, LocalHost, SSHHost, SSHOptions, SSHTarget
 from inferfit.plugins.batch_session import BatchSession
 from inferfit.plugins.batch_signal import CONTROLLER
-
-from inferfit.hosts import Host, LocalHost, SSHHost, SSHOptions, SSHTarget
 
 WORKER = "import time\nwhile True:\n    time.sleep(0.05)\n"
 

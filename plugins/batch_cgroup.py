@@ -18,6 +18,9 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from inferfit.api import BatchController
+from inferfit.hookspecs import hookimpl
+from inferfit.hosts.base import Host
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
     APPLY,
@@ -27,10 +30,6 @@ from inferfit.plugins.batch_common import (
     fold_state,
     pause_failed,
 )
-
-from inferfit.api import BatchController
-from inferfit.hookspecs import hookimpl
-from inferfit.hosts.base import Host
 
 _STATUS = batch_lease.PRELUDE + r"""
 ldir=$1; lname=$2

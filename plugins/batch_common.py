@@ -16,11 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from inferfit.plugins import batch_lease
-from inferfit.plugins.batch_lease import MIN_LEASE_S, Lease
-
 from inferfit.api import BatchState
 from inferfit.hosts.base import Completed, Host, sh
+from inferfit.plugins import batch_lease
+from inferfit.plugins.batch_lease import MIN_LEASE_S, Lease
 
 SCRIPT_TIMEOUT_S = 30.0
 # After a pause, how often (and how far apart) to re-read until the box shows it landed.

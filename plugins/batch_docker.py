@@ -12,6 +12,9 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from inferfit.api import BatchController
+from inferfit.hookspecs import hookimpl
+from inferfit.hosts.base import Host
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
     APPLY,
@@ -21,10 +24,6 @@ from inferfit.plugins.batch_common import (
     fold_state,
     refusal_lines,
 )
-
-from inferfit.api import BatchController
-from inferfit.hookspecs import hookimpl
-from inferfit.hosts.base import Host
 
 INSPECT_FORMAT = "{{.Name}} {{.State.Status}} {{.State.Paused}} {{.State.Pid}}"
 

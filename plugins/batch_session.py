@@ -18,6 +18,8 @@ import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from inferfit.api import BatchController, BatchState
+from inferfit.hosts.base import Host, HostError
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
     BatchOptions,
@@ -26,14 +28,10 @@ from inferfit.plugins.batch_common import (
     describe_state,
 )
 
-from inferfit.api import BatchController, BatchState
-from inferfit.hosts.base import Host, HostError
-
 if TYPE_CHECKING:
-    from inferfit.tui.batch import BatchView
-
     from inferfit.config import Config
     from inferfit.manager import Registry
+    from inferfit.tui.batch import BatchView
 
 PAUSED_STATES = ("paused", "partly_paused")
 

@@ -24,6 +24,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from inferfit.api import BatchController
+from inferfit.hookspecs import hookimpl
+from inferfit.hosts.base import Host
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
     APPLY,
@@ -39,10 +42,6 @@ from inferfit.plugins.batch_common import (
     run_script,
     split_for_pause,
 )
-
-from inferfit.api import BatchController
-from inferfit.hookspecs import hookimpl
-from inferfit.hosts.base import Host
 
 _SELECT = batch_lease.PRELUDE + r"""
 mode=$1; val=$2; ldir=$3; lname=$4

@@ -18,6 +18,9 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from inferfit.api import BatchController
+from inferfit.hookspecs import hookimpl
+from inferfit.hosts.base import Host
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_common import (
     APPLY,
@@ -28,10 +31,6 @@ from inferfit.plugins.batch_common import (
     fold_state,
     refusal_lines,
 )
-
-from inferfit.api import BatchController
-from inferfit.hookspecs import hookimpl
-from inferfit.hosts.base import Host
 
 SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "FreezerState", "MainPID",
                    "ControlGroup")

@@ -22,11 +22,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferfit.plugins.batch_common import BatchRefused
-from inferfit.plugins.batch_session import BatchSession
-
 from inferfit.api import BatchController, Progress
 from inferfit.hosts.base import Host, HostError
+from inferfit.plugins.batch_common import BatchRefused
+from inferfit.plugins.batch_session import BatchSession
 
 MAX_REQUESTS = 5000
 MAX_CONCURRENCY = 32

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from inferfit.plugins.sizing_inputs import observe
-from inferfit.plugins.sizing_plan import size
 from rich.console import Console
 
 from inferfit.api import Recommendation
 from inferfit.findings import Findings, clean
 from inferfit.hookspecs import hookimpl
+from inferfit.plugins.sizing_inputs import observe
+from inferfit.plugins.sizing_plan import size
 from inferfit.workload import Workload
 
 MIN_CONFIDENCE = 0.1

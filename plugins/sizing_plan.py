@@ -8,7 +8,6 @@ from typing import Any
 from inferfit.plugins import sizing_math as sm
 from inferfit.plugins.sizing_inputs import Observed, Sourced
 from inferfit.plugins.sizing_rules import DAYS_PER_MONTH, Sizer, _round, fig
-
 from inferfit.workload import Workload
 
 

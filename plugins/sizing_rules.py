@@ -15,7 +15,6 @@ from typing import Any
 
 from inferfit.plugins import sizing_math as sm
 from inferfit.plugins.sizing_inputs import Observed, Sourced
-
 from inferfit.workload import Workload
 
 # One line per rule, for docs and `inferfit size --explain`-style listings.

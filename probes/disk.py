@@ -21,6 +21,10 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from inferfit.api import ProbeContext, Progress
+from inferfit.findings import ProbeResult, Status
+from inferfit.hookspecs import hookimpl
+from inferfit.hosts.base import ConnectionLostError, Host, sh
 from inferfit.probes.disk_target import (
     JOBS,
     MIB,
@@ -44,11 +48,6 @@ from inferfit.probes.fio_parse import (
     FioStream,
     classify,
 )
-
-from inferfit.api import ProbeContext, Progress
-from inferfit.findings import ProbeResult, Status
-from inferfit.hookspecs import hookimpl
-from inferfit.hosts.base import ConnectionLostError, Host, sh
 
 __all__ = ["SURVEY", "DiskProbe", "fio_argv", "install_hint", "parse_survey", "read_options"]
 

@@ -30,6 +30,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from inferfit.api import ProbeContext, Progress, Sample
+from inferfit.findings import ProbeResult, Status
+from inferfit.hookspecs import hookimpl
+from inferfit.hosts.base import Host, HostError, sh
 from inferfit.probes import latency_agent
 from inferfit.probes.latency_stats import (
     EXAMPLE,
@@ -47,11 +51,6 @@ from inferfit.probes.latency_stats import (
     unreachable_reason,
 )
 from inferfit.probes.ping_parse import parse_curl, parse_ping
-
-from inferfit.api import ProbeContext, Progress, Sample
-from inferfit.findings import ProbeResult, Status
-from inferfit.hookspecs import hookimpl
-from inferfit.hosts.base import Host, HostError, sh
 
 DETECT = (
     'for t in python3 curl ping; do command -v "$t" >/dev/null 2>&1 && echo "$t"; done; '

@@ -21,6 +21,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from inferfit.api import ProbeContext, Sample
+from inferfit.hosts.base import Host, HostError
 from inferfit.probes.latency import LatencySettingsError, Settings, agent_argv, agent_source
 from inferfit.probes.latency_stats import (
     RegionConfigError,
@@ -29,9 +31,6 @@ from inferfit.probes.latency_stats import (
     percentile,
 )
 from inferfit.probes.ping_parse import PING_REPLY
-
-from inferfit.api import ProbeContext, Sample
-from inferfit.hosts.base import Host, HostError
 
 
 @dataclass

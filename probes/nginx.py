@@ -25,16 +25,15 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from inferfit.api import ProbeContext, Progress, Sample
+from inferfit.findings import ProbeResult, Status
+from inferfit.hookspecs import hookimpl
+from inferfit.hosts.base import Host, sh
 from inferfit.probes import nginx_remote
 from inferfit.probes.nginx_agg import SLACK_S, Aggregator, last_time, window_bounds
 from inferfit.probes.nginx_conf import NginxConf, parse_masters, parse_nginx_t, unreadable_reason
 from inferfit.probes.nginx_format import COMBINED, FormatError, LogFormat
 from inferfit.probes.nginx_values import BadChunk, epoch, parse_when, parse_window, time_ms
-
-from inferfit.api import ProbeContext, Progress, Sample
-from inferfit.findings import ProbeResult, Status
-from inferfit.hookspecs import hookimpl
-from inferfit.hosts.base import Host, sh
 
 NAME = "nginx"
 FIX_CONFIG = ("set probes.nginx.log_path to the access log and probes.nginx.log_format to its "

@@ -10,16 +10,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from inferfit.tui.batch import NOT_CONFIGURED, BatchControl, NoBatchControl, can_measure
-from inferfit.tui.fmt import STATUS_ICON, STATUS_STYLE, export_name
-from inferfit.tui.messages import Connected, ConnectionFailed, ProbeCrashed, ProbeFinished
-from inferfit.tui.screens.compare import CompareScreen, CompareSource, unique_labels
-from inferfit.tui.screens.confirm import ConfirmScreen
-from inferfit.tui.screens.export import ExportScreen
-from inferfit.tui.screens.help import HelpScreen
-from inferfit.tui.sizing import ConsoleSizing
-from inferfit.tui.slot import ProbeSlot
-from inferfit.tui.target_view import TargetSpec, TargetView
 from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -30,6 +20,16 @@ from textual.widgets import DataTable, Footer, Input, TabbedContent, TabPane
 from inferfit.compare import Thresholds
 from inferfit.config import Config
 from inferfit.findings import FindingsError
+from inferfit.tui.batch import NOT_CONFIGURED, BatchControl, NoBatchControl, can_measure
+from inferfit.tui.fmt import STATUS_ICON, STATUS_STYLE, export_name
+from inferfit.tui.messages import Connected, ConnectionFailed, ProbeCrashed, ProbeFinished
+from inferfit.tui.screens.compare import CompareScreen, CompareSource, unique_labels
+from inferfit.tui.screens.confirm import ConfirmScreen
+from inferfit.tui.screens.export import ExportScreen
+from inferfit.tui.screens.help import HelpScreen
+from inferfit.tui.sizing import ConsoleSizing
+from inferfit.tui.slot import ProbeSlot
+from inferfit.tui.target_view import TargetSpec, TargetView
 
 # (keys shown in help, action, description) — the one list for footer, help and palette.
 KEYS: tuple[tuple[str, str, str], ...] = (

@@ -82,11 +82,10 @@ async def measure_mixed(
     Returns the [mixed] section wrapped as a ProbeResult named "mixed" (an error result
     when mixed mode refuses or the box fails); always leaves batch running.
     """
+    from inferfit.hosts.base import HostError
     from inferfit.plugins.batch_common import BatchRefused
     from inferfit.plugins.batch_session import controller_for
     from inferfit.plugins.interference import measure_interference
-
-    from inferfit.hosts.base import HostError
 
     options: Any = getattr(control, "options", {})
     registry: Any = getattr(control, "registry", None)

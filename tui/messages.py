@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferfit.tui.batch import BatchView
 from textual.message import Message
 
 from inferfit.api import Progress, Sample
 from inferfit.findings import ProbeResult
+from inferfit.tui.batch import BatchView
 
 # Keys that tell one live series from another inside a probe (device, region, ...).
 _SERIES_KEYS = ("index", "device", "uuid", "region", "name", "target")

@@ -12,15 +12,6 @@ import datetime as dt
 import time
 from typing import Any
 
-from inferfit.tui.fmt import STATUS_ICON, STATUS_STYLE, age
-from inferfit.tui.messages import (
-    LiveStopped,
-    ProbeCrashed,
-    ProbeFinished,
-    ProbeStarted,
-    ProgressArrived,
-    SampleArrived,
-)
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -32,6 +23,15 @@ from inferfit.config import Config
 from inferfit.findings import ProbeResult
 from inferfit.hosts.base import Host, HostError
 from inferfit.runner import run_probe
+from inferfit.tui.fmt import STATUS_ICON, STATUS_STYLE, age
+from inferfit.tui.messages import (
+    LiveStopped,
+    ProbeCrashed,
+    ProbeFinished,
+    ProbeStarted,
+    ProgressArrived,
+    SampleArrived,
+)
 
 
 class ProbeSlot(Vertical, can_focus=True):

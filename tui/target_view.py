@@ -7,6 +7,24 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Static
+
+from inferfit.api import Probe, Progress
+from inferfit.config import Config
+from inferfit.findings import Findings, ProbeResult
+from inferfit.hosts.base import (
+    ConnectionLostError,
+    ConnectTimeoutError,
+    Host,
+    HostError,
+    UnreachableError,
+)
+from inferfit.hosts.ssh import SSHHost
+from inferfit.runner import TARGET_FACTS, make_target
 from inferfit.tui.batch import (
     BatchControl,
     BatchView,
@@ -27,24 +45,6 @@ from inferfit.tui.panels.generic_panel import GenericPanel
 from inferfit.tui.panels.recommendation_panel import RecommendationPanel, sizing_result
 from inferfit.tui.sizing import ConsoleSizing
 from inferfit.tui.slot import ProbeSlot
-from rich.text import Text
-from textual import work
-from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Static
-
-from inferfit.api import Probe, Progress
-from inferfit.config import Config
-from inferfit.findings import Findings, ProbeResult
-from inferfit.hosts.base import (
-    ConnectionLostError,
-    ConnectTimeoutError,
-    Host,
-    HostError,
-    UnreachableError,
-)
-from inferfit.hosts.ssh import SSHHost
-from inferfit.runner import TARGET_FACTS, make_target
 
 LATENCY_INTERVAL_S = 10.0
 # Panels in the order an SRE reads a box; other probes follow in registration order.

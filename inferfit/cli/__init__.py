@@ -38,6 +38,7 @@ API traffic, offline batch jobs, or both?
   inferfit show FILE.toml           replay saved findings in the console
   inferfit size --workload W F.toml what-if sizing on saved findings
   inferfit compare A.toml B.toml    side by side, odd box out highlighted
+  inferfit show DIR --compare       the same as a screen in the console
   inferfit batch pause TARGET       mixed mode: pause batch work under a lease (opt-in)
 
 TARGET is [user@]host[:port] or an alias from ~/.ssh/config (or -F FILE).

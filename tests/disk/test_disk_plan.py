@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+
 from inferfit.probes.disk import build_values, fio_argv, judge
 from inferfit.probes.disk_target import (
     GIB,

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inferfit.probes.disk import DiskProbe
 
 from inferfit.api import ProbeContext, Progress
 from inferfit.config import Config
 from inferfit.hosts import SSHHost, SSHOptions
+from inferfit.probes.disk import DiskProbe
 
 MIB = 1 << 20
 

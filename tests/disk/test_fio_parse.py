@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from inferfit.probes.disk import live_progress
 from inferfit.probes.fio_parse import (
     FioParseError,

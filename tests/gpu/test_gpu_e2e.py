@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inferfit.probes.gpu import GpuProbe
 
 from inferfit.api import ProbeContext
 from inferfit.config import Config
 from inferfit.hosts.ssh import SSHHost, SSHOptions
+from inferfit.probes.gpu import GpuProbe
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gpu"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from inferfit.probes.gpu_events import classify_failure, parse_topology, parse_xid
 from inferfit.probes.gpu_parse import (
     ParseError,

@@ -9,13 +9,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from inferfit.probes.gpu import GpuProbe
-from inferfit.probes.gpu_health import judge
-from inferfit.probes.gpu_nvml import NvmlFailed, nvml_sample, read_nvml
 
 from inferfit.api import ProbeContext
 from inferfit.config import Config
 from inferfit.hosts.local import LocalHost
+from inferfit.probes.gpu import GpuProbe
+from inferfit.probes.gpu_health import judge
+from inferfit.probes.gpu_nvml import NvmlFailed, nvml_sample, read_nvml
 
 
 class NVMLError(Exception):

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from inferfit.findings import clean
 from inferfit.probes.gpu_parse import (
     ParseError,
     clean_text,
@@ -20,8 +22,6 @@ from inferfit.probes.gpu_parse import (
     parse_smi_xml,
     parse_stream_line,
 )
-
-from inferfit.findings import clean
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gpu"
 

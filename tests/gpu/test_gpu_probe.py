@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inferfit.probes.gpu import GpuProbe, parse_kernel_log
 
 from inferfit.api import ProbeContext
 from inferfit.config import Config
 from inferfit.hosts.base import Completed, Transport
+from inferfit.probes.gpu import GpuProbe, parse_kernel_log
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gpu"
 

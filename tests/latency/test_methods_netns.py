@@ -6,12 +6,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from inferfit.probes.latency import Job, LatencyProbe, Settings, _run_agent, _run_curl, _run_ping
-from inferfit.probes.latency_stats import TargetSpec
-
 from inferfit.api import ProbeContext
 from inferfit.config import Config
 from inferfit.findings import ProbeResult
+from inferfit.probes.latency import Job, LatencyProbe, Settings, _run_agent, _run_curl, _run_ping
+from inferfit.probes.latency_stats import TargetSpec
 
 
 def ctx_for(regions: list[dict[str, Any]], **options: Any) -> ProbeContext:

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inferfit.probes.latency import Job, LatencyProbe, Settings, _run_agent
-from inferfit.probes.latency_stats import TargetSpec
 
 from inferfit.api import LiveProbe, ProbeContext, Sample
 from inferfit.config import Config
 from inferfit.hosts import SSHHost, SSHOptions
 from inferfit.manager import Registry, make_plugin_manager
+from inferfit.probes.latency import Job, LatencyProbe, Settings, _run_agent
+from inferfit.probes.latency_stats import TargetSpec
 
 MARK = "inferfit-latency"
 

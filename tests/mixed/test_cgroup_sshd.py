@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
 from inferfit.plugins.batch_cgroup import CONTROLLER as CGROUP
 from inferfit.plugins.batch_common import BatchRefused
 

@@ -13,6 +13,7 @@ import tomllib
 import uuid
 
 import pytest
+
 from inferfit.plugins.interference import (
     Phase,
     ProbeSettings,

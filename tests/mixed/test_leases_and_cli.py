@@ -13,12 +13,11 @@ import time
 import uuid
 from pathlib import Path
 
-from inferfit.plugins.batch_session import BatchSession, ConsoleBatchControl
-from inferfit.plugins.batch_signal import CONTROLLER as SIGNAL
-
 from inferfit.config import Config
 from inferfit.hosts import HostError
 from inferfit.manager import Registry, make_plugin_manager
+from inferfit.plugins.batch_session import BatchSession, ConsoleBatchControl
+from inferfit.plugins.batch_signal import CONTROLLER as SIGNAL
 
 TTL = 3
 EXE = shutil.which("inferfit", path=str(Path(sys.executable).parent)) or "inferfit"

@@ -6,6 +6,9 @@ import asyncio
 import time
 
 import pytest
+
+from inferfit.config import Config, ConfigError
+from inferfit.manager import Registry, make_plugin_manager
 from inferfit.plugins import batch_lease
 from inferfit.plugins.batch_cgroup import parse_status as parse_cgroup
 from inferfit.plugins.batch_common import (
@@ -18,9 +21,6 @@ from inferfit.plugins.batch_common import (
     split_for_pause,
 )
 from inferfit.plugins.batch_signal import parse_selection, selection_of
-
-from inferfit.config import Config, ConfigError
-from inferfit.manager import Registry, make_plugin_manager
 
 
 def test_options_are_checked_with_named_keys():
@@ -176,10 +176,9 @@ class _ThirdParty:
 
 
 async def test_session_works_with_a_third_party_controller():
-    from inferfit.plugins.batch_session import BatchSession
-
     from inferfit.api import BatchController
     from inferfit.hosts import LocalHost
+    from inferfit.plugins.batch_session import BatchSession
 
     ctl = _ThirdParty()
     assert isinstance(ctl, BatchController)

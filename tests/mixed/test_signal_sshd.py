@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from inferfit.plugins.batch_common import BatchRefused
 from inferfit.plugins.batch_signal import CONTROLLER as SIGNAL
 

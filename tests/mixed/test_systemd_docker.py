@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from inferfit.plugins.batch_common import BatchRefused
 from inferfit.plugins.batch_docker import CONTROLLER as DOCKER
 from inferfit.plugins.batch_docker import parse_status as parse_docker

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from inferfit.probes.nginx_agg import Aggregator
 from inferfit.probes.nginx_conf import parse_masters, parse_nginx_t, tokenize
 from inferfit.probes.nginx_format import COMBINED, LogFormat

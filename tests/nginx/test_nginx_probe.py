@@ -8,14 +8,13 @@ import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
-from inferfit.probes.nginx import FIND_SCRIPT, NginxProbe
-
 from inferfit.api import LiveProbe, ProbeContext
 from inferfit.config import Config
 from inferfit.hosts.base import Completed
 from inferfit.hosts.local import LocalHost
 from inferfit.hosts.ssh import SSHHost, SSHOptions
 from inferfit.manager import Registry, make_plugin_manager
+from inferfit.probes.nginx import FIND_SCRIPT, NginxProbe
 
 from .conftest import AI_API_TEXT, FIXTURES
 

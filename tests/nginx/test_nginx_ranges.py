@@ -8,15 +8,15 @@ import re
 import time
 
 import pytest
+
+from inferfit.api import ProbeContext
+from inferfit.config import Config
+from inferfit.hosts.ssh import SSHOptions
 from inferfit.probes import nginx_agg, nginx_scan
 from inferfit.probes.nginx import NginxProbe
 from inferfit.probes.nginx_agg import Aggregator
 from inferfit.probes.nginx_format import COMBINED, LogFormat
 from inferfit.probes.nginx_scan import aggregate_file
-
-from inferfit.api import ProbeContext
-from inferfit.config import Config
-from inferfit.hosts.ssh import SSHOptions
 
 from .conftest import AI_API_TEXT, FIXTURES
 from .test_nginx_probe import _NoPython

@@ -11,12 +11,12 @@ from typing import Any
 import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from inferfit.plugins.sizing import recommend
 
 from inferfit.api import Recommendation
 from inferfit.findings import Findings
 from inferfit.hookspecs import hookimpl
 from inferfit.manager import make_plugin_manager
+from inferfit.plugins.sizing import recommend
 from inferfit.workload import load_workload
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from inferfit.plugins import sizing_math as sm
 
 GIB = 1024**3

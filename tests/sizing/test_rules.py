@@ -6,10 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from inferfit.plugins.sizing import recommend
-from inferfit.plugins.sizing_rules import RULES
 
 from inferfit.findings import Findings
+from inferfit.plugins.sizing import recommend
+from inferfit.plugins.sizing_rules import RULES
 from inferfit.workload import Workload
 
 Scenario = Callable[[str], tuple[Findings, Workload]]

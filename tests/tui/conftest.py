@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inferfit.tui.app import InferfitApp
-from inferfit.tui.target_view import TargetSpec
 
 from inferfit.api import ProbeContext, Progress, Sample
 from inferfit.cli.console import console_registry
@@ -19,6 +17,8 @@ from inferfit.findings import Findings, ProbeResult
 from inferfit.hosts.base import Host
 from inferfit.hosts.local import LocalHost
 from inferfit.manager import Registry
+from inferfit.tui.app import InferfitApp
+from inferfit.tui.target_view import TargetSpec
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tui"
 A100 = FIXTURES / "a100-box.toml"

@@ -17,10 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inferfit.tui.app import InferfitApp
-from inferfit.tui.screens.compare import CompareScreen
-from inferfit.tui.screens.export import ExportScreen
-from inferfit.tui.target_view import TargetSpec
 from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static, TabbedContent
@@ -29,6 +25,10 @@ from inferfit.cli import build_parser
 from inferfit.cli.show import build_app
 from inferfit.config import Config
 from inferfit.findings import Findings
+from inferfit.tui.app import InferfitApp
+from inferfit.tui.screens.compare import CompareScreen
+from inferfit.tui.screens.export import ExportScreen
+from inferfit.tui.target_view import TargetSpec
 
 SIZE = (80, 24)
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tui"

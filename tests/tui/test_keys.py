@@ -8,6 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets import DataTable, Input, TabbedContent
+
+from inferfit.api import Progress
+from inferfit.config import Config
+from inferfit.findings import Findings
+from inferfit.hosts import SSHHost, SSHOptions, SSHTarget
 from inferfit.tui.app import InferfitApp
 from inferfit.tui.batch import BatchView
 from inferfit.tui.fmt import export_name
@@ -15,12 +21,6 @@ from inferfit.tui.screens.confirm import ConfirmScreen
 from inferfit.tui.screens.export import ExportScreen
 from inferfit.tui.screens.help import HelpScreen
 from inferfit.tui.target_view import TargetHeader, TargetSpec
-from textual.widgets import DataTable, Input, TabbedContent
-
-from inferfit.api import Progress
-from inferfit.config import Config
-from inferfit.findings import Findings
-from inferfit.hosts import SSHHost, SSHOptions, SSHTarget
 
 SIZE = (80, 24)
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.widgets import ProgressBar, Static
+
+from inferfit.api import Progress, Sample
+from inferfit.findings import Findings, ProbeResult
 from inferfit.tui.fmt import DASH, ago, duration, export_name, fnum, fvalue, spark, unit_for
 from inferfit.tui.panels.gpu_panel import GpuPanel, aggregate
 from inferfit.tui.panels.latency_panel import LatencyPanel, sample_points
 from inferfit.tui.panels.live import SparkRow
 from inferfit.tui.panels.nginx_panel import count_5xx, status_counts
-from textual.widgets import ProgressBar, Static
-
-from inferfit.api import Progress, Sample
-from inferfit.findings import Findings, ProbeResult
 
 SIZE = (100, 60)
 
@@ -171,10 +171,9 @@ async def test_generic_panel_shows_a_probe_without_its_own_panel(kit: Any) -> No
         values={"queue_depth": 12, "drain_s": 3.25, "nodes": [{"name": "n1", "up": True}]},
         notes=["queue deeper than 10"], fix="add a worker")}
     findings.sections.pop("sizing")
+    from inferfit.config import Config
     from inferfit.tui.app import InferfitApp
     from inferfit.tui.target_view import TargetSpec
-
-    from inferfit.config import Config
 
     app = InferfitApp([TargetSpec("x", findings=findings, panels=dict(kit.registry().panels))],
                       Config.load(include_user=False, include_project=False))
@@ -200,9 +199,8 @@ async def test_latency_panel_takes_the_probes_own_history_window(kit: Any) -> No
 
 
 async def test_sizing_with_a_workload_fills_the_recommendation(kit: Any) -> None:
-    from inferfit.tui.sizing import ConsoleSizing
-
     from inferfit.cli.console import console_registry
+    from inferfit.tui.sizing import ConsoleSizing
     from inferfit.workload import load_workload
 
     pm, reg = console_registry()

@@ -10,13 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from inferfit.tui.app import InferfitApp
-from inferfit.tui.target_view import TargetSpec
 from textual.pilot import Pilot
 
 from inferfit.api import Progress, Sample
 from inferfit.config import Config
 from inferfit.findings import Findings, ProbeResult
+from inferfit.tui.app import InferfitApp
+from inferfit.tui.target_view import TargetSpec
 
 PANEL_SIZE = (100, 40)
 APP_SIZE = (80, 24)

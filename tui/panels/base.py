@@ -20,7 +20,6 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from inferfit.tui.fmt import DASH, STATUS_STYLE, fvalue
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -29,6 +28,7 @@ from textual.widgets import Static
 
 from inferfit.api import Progress, Sample
 from inferfit.findings import ProbeResult
+from inferfit.tui.fmt import DASH, STATUS_STYLE, fvalue
 
 HISTORY = 300  # live points kept per series: 5 minutes at 1 Hz
 

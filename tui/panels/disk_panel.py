@@ -11,6 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Label, ProgressBar, Static
+
+from inferfit.api import Progress
 from inferfit.tui.fmt import DASH, fnum, fvalue, num, pick
 from inferfit.tui.panels.base import (
     History,
@@ -21,11 +26,6 @@ from inferfit.tui.panels.base import (
     summary_text,
 )
 from inferfit.tui.panels.live import SparkRow
-from rich.text import Text
-from textual.app import ComposeResult
-from textual.widgets import Label, ProgressBar, Static
-
-from inferfit.api import Progress
 
 BW_KEYS = ("bw_mib_s", "read_mib_s", "mib_s", "seq_read_mib_s", "bandwidth_mib_s")
 IOPS_KEYS = ("iops", "read_iops", "rand_read_iops")

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from inferfit.tui.fmt import fvalue, table_rows
-from inferfit.tui.panels.base import ProbePanel, SummaryLine, kv_table, notes_text, summary_text
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
 from inferfit.api import Progress, Sample
+from inferfit.tui.fmt import fvalue, table_rows
+from inferfit.tui.panels.base import ProbePanel, SummaryLine, kv_table, notes_text, summary_text
 
 MAX_ROWS = 24
 

@@ -14,15 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from inferfit.tui.fmt import DASH, STATUS_STYLE, fnum, num, pick, table_rows
-from inferfit.tui.panels.base import History, ProbePanel, SummaryLine, notes_text, summary_text
-from inferfit.tui.panels.live import SparkRow
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
 from inferfit.api import Sample
+from inferfit.tui.fmt import DASH, STATUS_STYLE, fnum, num, pick, table_rows
+from inferfit.tui.panels.base import History, ProbePanel, SummaryLine, notes_text, summary_text
+from inferfit.tui.panels.live import SparkRow
 
 UTIL = ("util_gpu_pct", "utilization_gpu_pct", "gpu_util_pct", "util_pct", "utilization_pct")
 MEM_USED = ("memory_used_mib", "mem_used_mib", "fb_used_mib")

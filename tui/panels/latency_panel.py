@@ -13,14 +13,14 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from inferfit.tui.fmt import DASH, STATUS_STYLE, fnum, num, pick, spark, table_rows
-from inferfit.tui.panels.base import History, ProbePanel, SummaryLine, notes_text, summary_text
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
 from inferfit.api import Sample
+from inferfit.tui.fmt import DASH, STATUS_STYLE, fnum, num, pick, spark, table_rows
+from inferfit.tui.panels.base import History, ProbePanel, SummaryLine, notes_text, summary_text
 
 RTT_KEYS = ("rtt_ms", "rtt_ms_last", "rtt_ms_p50", "latency_ms", "value_ms")
 SPARK_WIDTH = 16

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from inferfit.tui.fmt import DASH
 from rich.color import Color
 from rich.table import Table
 from rich.text import Text
 from textual.events import Resize
 from textual.renderables.sparkline import Sparkline
 from textual.widgets import Static
+
+from inferfit.tui.fmt import DASH
 
 LOW, HIGH = Color.from_rgb(0, 110, 160), Color.from_rgb(0, 190, 255)
 

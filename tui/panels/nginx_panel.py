@@ -12,6 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Static
+
+from inferfit.api import Sample
 from inferfit.tui.fmt import DASH, fnum, num, pick
 from inferfit.tui.panels.base import (
     History,
@@ -22,11 +27,6 @@ from inferfit.tui.panels.base import (
     summary_text,
 )
 from inferfit.tui.panels.live import SparkRow
-from rich.text import Text
-from textual.app import ComposeResult
-from textual.widgets import Static
-
-from inferfit.api import Sample
 
 QPS = ("qps", "requests_per_s", "qps_1s", "rps")
 P95 = ("request_time_ms_p95", "p95_ms", "request_ms_p95")

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from inferfit.tui.fmt import DASH, fvalue, num, table_rows
-from inferfit.tui.panels.base import ProbePanel, kv_table
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -14,6 +12,8 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from inferfit.findings import ProbeResult
+from inferfit.tui.fmt import DASH, fvalue, num, table_rows
+from inferfit.tui.panels.base import ProbePanel, kv_table
 
 MODE_STYLE = {"realtime": "green", "batch": "cyan", "mixed": "yellow", "split": "magenta"}
 FIGURES = (

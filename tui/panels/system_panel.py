@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from inferfit.tui.fmt import DASH, duration, fnum, num, table_rows
-from inferfit.tui.panels.base import ProbePanel, SummaryLine, kv_table, notes_text, summary_text
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -13,6 +11,8 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from inferfit.findings import ProbeResult
+from inferfit.tui.fmt import DASH, duration, fnum, num, table_rows
+from inferfit.tui.panels.base import ProbePanel, SummaryLine, kv_table, notes_text, summary_text
 
 
 class SystemPanel(ProbePanel):
