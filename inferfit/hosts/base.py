@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import shlex
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -124,6 +126,26 @@ class Host(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+async def lines_until(
+    readline: Callable[[], Awaitable[bytes | str]], timeout: float | None
+) -> AsyncIterator[str]:
+    """Yield lines from ``readline`` (without line ends) until EOF or ``timeout`` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return
+        try:
+            async with asyncio.timeout(left):
+                raw = await readline()
+        except TimeoutError:
+            return
+        if not raw:  # b'' or '' at EOF
+            return
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        yield text.rstrip("\r\n")
 
 
 def sh(script: str, *args: str) -> list[str]:

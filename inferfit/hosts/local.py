@@ -9,7 +9,13 @@ import socket
 import time
 from collections.abc import AsyncIterator, Sequence
 
-from inferfit.hosts.base import EXIT_NOT_FOUND, CommandTimeoutError, Completed, Transport
+from inferfit.hosts.base import (
+    EXIT_NOT_FOUND,
+    CommandTimeoutError,
+    Completed,
+    Transport,
+    lines_until,
+)
 
 
 class LocalHost:
@@ -83,20 +89,9 @@ class LocalHost:
             with contextlib.suppress(ConnectionError):
                 await proc.stdin.drain()
             proc.stdin.close()
-        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            while True:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    break
-                try:
-                    async with asyncio.timeout(left):
-                        raw = await proc.stdout.readline()
-                except TimeoutError:
-                    break
-                if not raw:
-                    break
-                yield raw.decode("utf-8", "replace").rstrip("\r\n")
+            async for line in lines_until(proc.stdout.readline, timeout):
+                yield line
         finally:
             if proc.returncode is None:
                 _kill_group(proc)

@@ -34,6 +34,7 @@ from inferfit.hosts.base import (
     HostKeyUnknownError,
     Transport,
     UnreachableError,
+    lines_until,
 )
 
 # OpenSSH's default MaxSessions is 10; stay below it.
@@ -358,18 +359,9 @@ class SSHHost:
                 if stdin is not None:
                     proc.stdin.write(stdin.decode("utf-8", "replace"))
                     proc.stdin.write_eof()
-                while True:
-                    left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0:
-                        break
-                    try:
-                        async with asyncio.timeout(left):
-                            line = await proc.stdout.readline()
-                    except TimeoutError:
-                        break
-                    if not line:  # '' at EOF
-                        break
-                    yield str(line).rstrip("\r\n")
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                async for line in lines_until(proc.stdout.readline, left):
+                    yield line
             except (asyncssh.ConnectionLost, asyncssh.DisconnectError) as exc:
                 self._conn = None
                 raise self._lost(argv, exc) from None
