@@ -40,6 +40,13 @@ from inferfit.hosts.base import (
 # OpenSSH's default MaxSessions is 10; stay below it.
 MAX_CHANNELS = 8
 
+# Runs "$@" under `timeout` when the box has it, else as is.
+TIMEOUT_WRAPPER = (
+    'limit=$1; shift; '
+    'if command -v timeout >/dev/null 2>&1; then exec timeout -k 2 "$limit" "$@"; fi; '
+    'exec "$@"'
+)
+
 # Streams (tail -F, nvidia-smi -lms) may be quiet for long: when the channel
 # closes, sshd closes the command's stdin, so a watcher blocked reading stdin
 # ends the command. OpenSSH ignores signal requests on non-pty sessions.
@@ -120,8 +127,6 @@ class SSHHost:
         self._lock = asyncio.Lock()
         self._channels = asyncio.Semaphore(MAX_CHANNELS)
         self.connect_s: float | None = None
-        self._has_timeout: bool | None = None
-        self._detect_lock = asyncio.Lock()
 
     # -- connection ------------------------------------------------------
     def _config_paths(self) -> list[str]:
@@ -267,11 +272,13 @@ class SSHHost:
     ) -> Completed:
         conn = await self.connect()
         command = shlex.join(argv)
-        if await self._remote_has_timeout(conn):
-            # The box ends the command itself shortly after our deadline, so a
-            # timed-out command never lingers there (OpenSSH ignores signal
-            # requests on non-pty sessions; GNU timeout signals the whole group).
-            command = shlex.join(["timeout", "-k", "2", f"{math.ceil(timeout) + 1}", *argv])
+        # The box ends the command itself shortly after our deadline, so a
+        # timed-out command never lingers there (OpenSSH ignores signal requests
+        # on non-pty sessions; GNU timeout signals the whole process group).
+        # Checked inline, so it costs no extra round trip per host.
+        command = shlex.join(
+            ["sh", "-c", TIMEOUT_WRAPPER, "inferfit", f"{math.ceil(timeout) + 1}", *argv]
+        )
         started = time.monotonic()
         async with self._channels:
             try:
@@ -313,17 +320,6 @@ class SSHHost:
             _decode(err),
             time.monotonic() - started,
         )
-
-    async def _remote_has_timeout(self, conn: asyncssh.SSHClientConnection) -> bool:
-        async with self._detect_lock:  # once per connection, not once per racing command
-            if self._has_timeout is None:
-                try:
-                    async with self._channels, asyncio.timeout(self.options.connect_timeout_s):
-                        probe = await conn.run("command -v timeout", check=False)
-                    self._has_timeout = probe.exit_status == 0
-                except (TimeoutError, asyncssh.Error, OSError):
-                    self._has_timeout = False
-        return self._has_timeout
 
     def _lost(self, argv: Sequence[str], exc: BaseException | None) -> ConnectionLostError:
         why = f": {exc}" if exc else ""
