@@ -50,17 +50,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+sys.path.insert(0, str(REPO / "tests"))
+from sshd_support import stop, write_client_files, write_server_files  # noqa: E402
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def keygen(path: Path) -> str:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
-    return path.with_suffix(".pub").read_text().strip()
 
 
 @dataclass
@@ -72,41 +69,18 @@ class Server:
     known_hosts: Path
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop(self.proc)
 
 
 def start_sshd(base: Path) -> Server:
-    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
-    host_pub = keygen(base / "host_key")
-    client_pub = keygen(base / "id_ed25519")
-    (base / "authorized_keys").write_text(client_pub + "\n")
     port = free_port()
-    (base / "sshd_config").write_text(f"""Port {port}
-ListenAddress 127.0.0.1
-HostKey {base / "host_key"}
-PidFile {base / "sshd.pid"}
-AuthorizedKeysFile {base / "authorized_keys"}
-UsePAM no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-PermitRootLogin prohibit-password
-StrictModes no
-MaxSessions 20
-MaxStartups 1000:30:2000
-PerSourcePenalties no
-LoginGraceTime 60
-LogLevel ERROR
-SetEnv SHLVL=1
-""")
-    known = base / "known_hosts"
-    known.write_text(f"[127.0.0.1]:{port} {' '.join(host_pub.split()[:2])}\n")
+    host_pub, _config = write_server_files(
+        base, address="127.0.0.1", port=port, setenv={"SHLVL": "1"},
+        extra=["MaxSessions 20", "MaxStartups 1000:30:2000", "PerSourcePenalties no",
+               "LoginGraceTime 60"],
+    )
+    known, _ssh_config = write_client_files(base, address="127.0.0.1", port=port,
+                                            host_pub=host_pub)
     log = (base / "sshd.log").open("wb")
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(base / "sshd_config")],
                             stdout=log, stderr=log)

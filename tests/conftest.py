@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from sshd_support import DEFAULT_PATH, descendants, stop, write_client_files, write_server_files
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -32,14 +32,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _keygen(path: Path, comment: str) -> str:
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
-        check=True,
-    )
-    return path.with_suffix(".pub").read_text().strip()
 
 
 @dataclass
@@ -66,45 +58,18 @@ class Sshd:
         return ["-F", str(self.ssh_config), self.alias]
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop(self.proc)
 
     def kill(self) -> None:
         """SIGKILL the listener and every session child it forked (by our PIDs only)."""
         if self.proc is None:
             return
-        for pid in _children(self.proc.pid):
+        for pid in descendants(self.proc.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
         self.proc.wait(5)
-
-
-def _children(pid: int) -> list[int]:
-    """Descendants of pid, from /proc (the sshd session processes we started)."""
-    kids: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(entry.name))
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in kids.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def start_sshd(
@@ -113,57 +78,16 @@ def start_sshd(
     path_prepend: Sequence[str | os.PathLike[str]] = (),
     setenv: dict[str, str] | None = None,
 ) -> Sshd:
-    base.mkdir(parents=True, exist_ok=True)
-    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
-    user = getpass.getuser()
-    host_key = base / "ssh_host_ed25519_key"
-    host_pub = _keygen(host_key, "inferfit-test-host")
-    client_key = base / "id_ed25519"
-    client_pub = _keygen(client_key, "inferfit-test-client")
-    authorized = base / "authorized_keys"
-    authorized.write_text(client_pub + "\n")
     port = free_port()
-    env_path = ":".join([*(str(p) for p in path_prepend), DEFAULT_PATH])
-    # An empty HOME: bash sources ~/.bashrc for sshd commands, and a heavy one
-    # (pyenv init) costs seconds per command on a loaded machine.
-    remote_home = base / "home"
-    remote_home.mkdir(exist_ok=True)
-    env = {"PATH": env_path, "HOME": str(remote_home), **(setenv or {})}
-    setenv_line = "SetEnv " + " ".join(f'{k}="{v}"' for k, v in env.items())
-    config = base / "sshd_config"
-    config.write_text(
-        f"""Port {port}
-ListenAddress 127.0.0.1
-HostKey {host_key}
-PidFile {base / "sshd.pid"}
-AuthorizedKeysFile {authorized}
-UsePAM no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-PermitRootLogin prohibit-password
-StrictModes no
-MaxSessions 10
-MaxStartups 100:30:200
-LogLevel ERROR
-{setenv_line}
-"""
+    env = {"PATH": ":".join([*(str(p) for p in path_prepend), DEFAULT_PATH]), **(setenv or {})}
+    host_pub, config = write_server_files(
+        base, address="127.0.0.1", port=port, setenv=env,
+        extra=["MaxSessions 10", "MaxStartups 100:30:200"],
     )
-    known_hosts = base / "known_hosts"
-    host_key_line = f"[127.0.0.1]:{port} {' '.join(host_pub.split()[:2])}"
-    known_hosts.write_text(host_key_line + "\n")
-    ssh_config = base / "ssh_config"
-    ssh_config.write_text(
-        f"""Host box
-    HostName 127.0.0.1
-    Port {port}
-    User {user}
-    IdentityFile {client_key}
-    IdentitiesOnly yes
-    UserKnownHostsFile {known_hosts}
-    StrictHostKeyChecking yes
-"""
+    known_hosts, ssh_config = write_client_files(
+        base, address="127.0.0.1", port=port, host_pub=host_pub
     )
+    host_key_line = known_hosts.read_text().strip()
     log = (base / "sshd.log").open("wb")
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
     deadline = time.monotonic() + 10
@@ -176,7 +100,8 @@ LogLevel ERROR
     else:
         proc.kill()
         raise RuntimeError("sshd did not start listening within 10 s")
-    return Sshd(base, port, user, client_key, known_hosts, ssh_config, host_key_line, proc)
+    return Sshd(base, port, getpass.getuser(), base / "id_ed25519", known_hosts, ssh_config,
+                host_key_line, proc)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ deleted in teardown even when a test fails (plus any left by a killed run).
 from __future__ import annotations
 
 import contextlib
-import getpass
 import json
 import os
 import shutil
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sshd_support import stop, write_client_files, write_server_files
 
 from inferfit.hosts.base import Completed
 from inferfit.hosts.local import LocalHost
@@ -37,7 +37,6 @@ HERE = Path(__file__).resolve().parent
 DELAYLINE = HERE / "delayline.py"
 PREFIX = "iflat"
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -163,13 +162,7 @@ def make_lab(base: Path, links: Sequence[LinkSpec]) -> Iterator[Lab]:
         lab.priority = ready.split()[-1]
         yield lab
     finally:
-        if lab.proc is not None and lab.proc.poll() is None:
-            lab.proc.terminate()
-            try:
-                lab.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                lab.proc.kill()
-                lab.proc.wait(5)
+        stop(lab.proc)
         for name in reversed(created):
             _ip("netns", "del", name, check=False)
 
@@ -188,62 +181,15 @@ class NetnsSshd:
         return ["-F", str(self.ssh_config), "box"]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-
-def _keygen(path: Path) -> str:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
-    return path.with_suffix(".pub").read_text().strip()
+        stop(self.proc)
 
 
 def start_netns_sshd(base: Path, ns: str, address: str, port: int = 2222) -> NetnsSshd:
     """sshd -D in namespace ``ns`` on address:port, reachable through an ssh config alias."""
-    base.mkdir(parents=True, exist_ok=True)
-    # A clean box: the login shell finds no ~/.bashrc (this machine's root one runs
-    # `pyenv init`, which takes seconds per command when other jobs load the CPUs).
-    (base / "home").mkdir(exist_ok=True)
-    Path("/run/sshd").mkdir(parents=True, exist_ok=True)
-    host_key, client_key = base / "host_key", base / "id_ed25519"
-    host_pub, client_pub = _keygen(host_key), _keygen(client_key)
-    (base / "authorized_keys").write_text(client_pub + "\n")
-    config = base / "sshd_config"
-    config.write_text(
-        f"""Port {port}
-ListenAddress {address}
-HostKey {host_key}
-PidFile {base / "sshd.pid"}
-AuthorizedKeysFile {base / "authorized_keys"}
-UsePAM no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-PermitRootLogin prohibit-password
-StrictModes no
-MaxSessions 10
-LogLevel ERROR
-SetEnv PATH="{DEFAULT_PATH}" HOME="{base / "home"}"
-"""
+    _host_pub, config = write_server_files(
+        base, address=address, port=port, setenv={}, extra=["MaxSessions 10"]
     )
-    known = base / "known_hosts"
-    known.write_text(f"[{address}]:{port} {' '.join(host_pub.split()[:2])}\n")
-    ssh_config = base / "ssh_config"
-    ssh_config.write_text(
-        f"""Host box
-    HostName {address}
-    Port {port}
-    User {getpass.getuser()}
-    IdentityFile {client_key}
-    IdentitiesOnly yes
-    UserKnownHostsFile {known}
-    StrictHostKeyChecking yes
-"""
-    )
+    _known, ssh_config = write_client_files(base, address=address, port=port, host_pub=_host_pub)
     log = base / "sshd.log"
     proc = subprocess.Popen(["ip", "netns", "exec", ns, SSHD, "-D", "-e", "-f", str(config)],
                             stdout=log.open("wb"), stderr=subprocess.STDOUT)
