@@ -49,8 +49,7 @@ class LocalHost:
             async with asyncio.timeout(timeout):
                 out, err = await proc.communicate(stdin)
         except TimeoutError:
-            _kill_group(proc)
-            await proc.wait()
+            await _reap(proc)
             raise CommandTimeoutError(
                 f"`{argv[0]}` did not finish within {timeout:g} s on {self.name}",
                 fix="raise the probe's timeout in the config, or check why the box is slow",
@@ -94,12 +93,22 @@ class LocalHost:
                 yield line
         finally:
             if proc.returncode is None:
-                _kill_group(proc)
-                with contextlib.suppress(ProcessLookupError):
-                    await proc.wait()
+                await _reap(proc)
 
     async def close(self) -> None:
         return None
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Kill the command's group and collect it.
+
+    Drain its pipes too: a reader paused on a full buffer never sees EOF, and
+    asyncio's wait() does not return until every pipe has closed.
+    """
+    _kill_group(proc)
+    with contextlib.suppress(ProcessLookupError, TimeoutError, ConnectionError):
+        async with asyncio.timeout(5):
+            await proc.communicate()
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
