@@ -15,6 +15,7 @@ from inferfit.cli.common import (
     add_config_option,
     add_ssh_options,
     config_error,
+    export_findings,
     host_for,
     load_config,
     stderr_progress,
@@ -23,7 +24,7 @@ from inferfit.cli.fleet_mode import add_fleet_options, fleet_requested
 from inferfit.cli.fleet_mode import run as run_fleet
 from inferfit.cli.size import SizingStep, add_workload_option
 from inferfit.config import ConfigError
-from inferfit.findings import Findings, FindingsError, Status
+from inferfit.findings import Findings, Status
 from inferfit.hosts import HostError
 from inferfit.manager import Registry, make_plugin_manager
 from inferfit.runner import UnknownProbeError, run_check, select_probes
@@ -103,13 +104,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"inferfit: fix: {exc.fix}", file=sys.stderr)
         return EXIT_UNKNOWN
     sizing.apply(pm, findings)  # adds [sizing] when --workload is given
-    if args.export:
-        try:
-            path = findings.write(args.export)
-        except (OSError, FindingsError) as exc:
-            print(f"inferfit: cannot write {args.export}: {exc}", file=sys.stderr)
-            return EXIT_UNKNOWN
-        print(f"inferfit: findings written to {path}", file=sys.stderr)
+    if args.export and not export_findings(findings, args.export):
+        return EXIT_UNKNOWN
     if args.json:
         sys.stdout.write(findings.to_json())
     else:

@@ -8,6 +8,7 @@ from typing import Any
 
 from inferfit.api import Progress
 from inferfit.config import Config, ConfigError
+from inferfit.findings import Findings
 from inferfit.hosts import Host, SSHOptions, make_host
 
 
@@ -55,6 +56,17 @@ def stderr_progress(host_name: str, quiet: bool = False) -> Any:
         print(f"inferfit: {host_name}: {p.probe}:{frac} {p.message}", file=sys.stderr)
 
     return report
+
+
+def export_findings(findings: Findings, path: str, what: str = "findings") -> bool:
+    """Write findings atomically to ``path``; say where, or why not, on stderr."""
+    try:
+        written = findings.write(path)
+    except (OSError, ValueError) as exc:  # FindingsError is a ValueError
+        print(f"inferfit: cannot write {path}: {exc}", file=sys.stderr)
+        return False
+    print(f"inferfit: {what} written to {written}", file=sys.stderr)
+    return True
 
 
 def config_error(exc: ConfigError) -> int:

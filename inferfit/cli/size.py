@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pluggy
 
 from inferfit.cli import EXIT_FAIL, EXIT_OK, EXIT_UNKNOWN, EXIT_WARN
+from inferfit.cli.common import export_findings
 from inferfit.findings import Findings, FindingsError
 from inferfit.hosts.base import Host
 from inferfit.manager import make_plugin_manager
@@ -108,13 +109,8 @@ def run(args: argparse.Namespace) -> int:
     step.apply(make_plugin_manager(), findings)
     if step.table is None:
         return EXIT_UNKNOWN
-    if args.export:
-        try:
-            path = findings.write(args.export)
-        except (OSError, ValueError) as exc:
-            print(f"inferfit: cannot write {args.export}: {exc}", file=sys.stderr)
-            return EXIT_UNKNOWN
-        print(f"inferfit: findings with [sizing] written to {path}", file=sys.stderr)
+    if args.export and not export_findings(findings, args.export, "findings with [sizing]"):
+        return EXIT_UNKNOWN
     if args.json:
         import json
 

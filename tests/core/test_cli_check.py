@@ -116,3 +116,12 @@ def test_summary_shows_config_syntax_verbatim(inferfit_cli) -> None:
     r = inferfit_cli("check", "--probe", "latency", "-q", env={"COLUMNS": "200"})
     assert r.returncode == 0, r.stderr
     assert "add [[regions]] with targets" in r.stdout
+
+
+def test_export_to_unwritable_path_says_why(inferfit_cli, tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    r = inferfit_cli("check", "--probe", "system", "-q", "--export", str(blocker / "f.toml"))
+    assert r.returncode == 3
+    assert f"cannot write {blocker / 'f.toml'}" in r.stderr
+    assert blocker.read_text() == "x"
