@@ -4,10 +4,12 @@ Builds an access log of --lines lines (default 2,000,000) in the ``ai_api``
 format (DESIGN.md / tests/fixtures/nginx) and in ``combined``, then for each
 file runs, as separate processes, interleaved:
 
-* inferfit's aggregation (``aggregate_file``, the code sent to the box) with one
-  worker: CPU-time lines/s, the single-core figure;
-* the same with ``--workers`` forked workers (default: every CPU): wall-clock lines/s
-  (at nice 0 like goaccess; on a box the probe's workers run at nice 10);
+* inferfit's aggregation (``aggregate_file``) as it runs in the console's process,
+  with the C scanner (``_nginx_native``): one worker (CPU-time lines/s, the
+  single-core figure) and ``--workers`` forked workers (default: every CPU;
+  wall-clock lines/s, at nice 0 like goaccess);
+* the same code as the script sent to a box's python3 (pure Python, no C scanner),
+  one worker and ``--workers`` workers (on a box they run at nice 10);
 * ``goaccess`` (single-threaded) with only the panels that match what inferfit
   reports (requests, status codes): its fastest reasonable setting; and with
   ``--goaccess-all-panels``, its default too.
@@ -123,13 +125,16 @@ def generate(n: int, out: Path, seed: int = 4) -> tuple[Path, Path]:
 
 INFERFIT_CODE = r"""
 import json, sys, time
-from inferfit.probes import nginx_scan
+from inferfit.probes import nginx_native, nginx_scan
 from inferfit.probes.nginx_scan import aggregate_file
 from inferfit.probes.nginx_format import COMBINED, LogFormat
 nginx_scan.WORKER_NICE = 0  # the probe's workers yield to the box's work; goaccess runs at 0
 fmt = COMBINED if sys.argv[2] == "combined" else sys.argv[3]
 started = time.perf_counter()
-out = aggregate_file(sys.argv[1], LogFormat(fmt), None, workers=int(sys.argv[4]))
+native = nginx_native.feeder if sys.argv[5] == "native" else None
+if native and not nginx_native.available():
+    raise SystemExit("the C scanner is not built (pip install -e . with a C compiler)")
+out = aggregate_file(sys.argv[1], LogFormat(fmt), None, workers=int(sys.argv[4]), native=native)
 out["parse_s"] = time.perf_counter() - started
 print(json.dumps(out))
 """
@@ -216,9 +221,11 @@ def main() -> int:
           "parallel: lines/s by wall time, ratio against goaccess's wall time")
     print(f"{'format':9} {'tool':27} {'wall s':>7} {'cpu s':>7} {'lines/s':>11} {'peak RSS':>9} "
           f"{'load':>5} {'ratio':>7}  status counts")
-    tools: list[tuple[str, list[str]]] = [("inferfit 1 worker", ["1"])]
-    if args.workers > 1:
-        tools.append((f"inferfit {args.workers} workers", [str(args.workers)]))
+    tools: list[tuple[str, list[str]]] = []
+    for kind, label in (("native", "inferfit"), ("python", "box script")):
+        tools.append((f"{label} 1 worker", ["1", kind]))
+        if args.workers > 1:
+            tools.append((f"{label} {args.workers} workers", [str(args.workers), kind]))
     ok = True
     for name, path in files.items():
         report = args.out / f"goaccess-{name}.json"

@@ -9,7 +9,8 @@ relative error). Nothing is kept per line. Must stay python3 >= 3.7 compatible.
 from __future__ import annotations
 
 from collections import Counter
-from itertools import compress, groupby, islice, repeat
+from collections.abc import Iterable
+from itertools import chain, compress, groupby, islice, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -84,7 +85,8 @@ class Aggregator:
 
     FLUSH_KEYS = 60000
 
-    def __init__(self, lf: LogFormat, since: int | None = None, until: int | None = None) -> None:
+    def __init__(self, lf: LogFormat, since: int | None = None, until: int | None = None,
+                 native: Any = None) -> None:
         self.lf = lf
         self.fold = lf.fold
         self.since, self.until = since, until
@@ -115,10 +117,17 @@ class Aggregator:
         present = [v in lf.needed for v in _KEY_VARS]
         self._checks = [(i, self._key_check(v)) for i, (v, here) in
                         enumerate(zip(_KEY_VARS, present), 1) if here]  # noqa: B905
+        # ``native(agg)``: a feeder doing the per-line work in C (nginx_native; never on the box)
+        self.native = native
+        self._native = native(self) if native is not None else None
+        self.native_stream = self._native.stream if self._native is not None else None
 
     # feeding ---------------------------------------------------------------
     def feed(self, block: bytes) -> None:
         """Complete lines joined by newlines (no trailing newline)."""
+        if self._native is not None:
+            self._native.feed(block)
+            return
         if self.fold:
             block = fold_lists(block)
         self._feed(block, None)
@@ -332,6 +341,10 @@ class Aggregator:
         if ints and not ordered:
             for (key, b), c in Counter(zip(tcol, ints)).items():  # noqa: B905
                 bysec[cache[key]][1] += b * c
+        self.add_seconds(bysec)
+
+    def add_seconds(self, bysec: dict[int, list[int]]) -> None:
+        """Add [requests, bytes] per epoch second (in-window lines only)."""
         ps = self.per_sec
         for s, (c, b) in bysec.items():
             slot = ps.get(s)
@@ -358,7 +371,6 @@ class Aggregator:
 
     def _rids(self, cols: dict[str, Any], n: int) -> list[str]:
         """The route of every line (ids folded, query cut), via a cache of distinct requests."""
-        lf = self.lf
         if "request" in cols:
             keys: Any = cols["request"]
         elif "request_uri" in cols or "uri" in cols:
@@ -369,28 +381,36 @@ class Aggregator:
         rc = self._rcache
         if len(rc) > 50000:
             rc.clear()
-        plain = "request" in cols
-        uvar = "request_uri" if "request_uri" in cols else "uri"
         for k in dict.fromkeys(keys):  # first-seen order: route names are handed out in it
             if k not in rc:
-                if isinstance(k, tuple):
-                    m, u = lf.strip("request_method", k[0]), lf.strip(uvar, k[1])
-                    if m is None or u is None:
-                        raise BadChunk(k[1])
-                    name = route_of(u, m)
-                elif plain:
-                    name = route_of(lf.strip("request", k) or b"")
-                else:
-                    u = lf.strip(uvar, k)
-                    if u is None:
-                        raise BadChunk(k)
-                    name = route_of(u, b"")
-                names = self._names
-                if name not in names and len(names) >= MAX_ROUTES:
-                    name = "(other)"
-                names[name] = None
-                rc[k] = name
+                rc[k] = self.route_name(k)
         return list(map(rc.__getitem__, keys))
+
+    def route_name(self, k: Any) -> str:
+        """The route for a raw ``$request`` (bytes), ``(method, uri)`` or bare uri; counts
+        it among the routes handed out (MAX_ROUTES, then "(other)")."""
+        lf = self.lf
+        if isinstance(k, tuple):
+            uvar = "request_uri" if "request_uri" in lf.needed else "uri"
+            m, u = lf.strip("request_method", k[0]), lf.strip(uvar, k[1])
+            if m is None or u is None:
+                raise BadChunk(k[1])
+            name = route_of(u, m)
+        elif "request" in lf.needed:
+            name = route_of(lf.strip("request", k) or b"")
+        else:
+            u = lf.strip("request_uri" if "request_uri" in lf.needed else "uri", k)
+            if u is None:
+                raise BadChunk(k)
+            name = route_of(u, b"")
+        return self.count_route(name)
+
+    def count_route(self, name: str) -> str:
+        names = self._names
+        if name not in names and len(names) >= MAX_ROUTES:
+            name = "(other)"
+        names[name] = None
+        return name
 
     def _ms(self, var: str, raw: bytes) -> tuple[int, int] | None:
         got = self._tms[raw] = time_ms(self.lf.strip(var, raw) or b"-")
@@ -415,7 +435,10 @@ class Aggregator:
         route_rt: dict[tuple[str, int], int] = {}
         ups: dict[bytes, int] = {}
         retried = 0
-        for (name, raw, rraw, uraw, sraw), c in self.counts.items():
+        items: Iterable[tuple[tuple[str, bytes, bytes, bytes, bytes], int]] = self.counts.items()
+        if self._native is not None:  # absent fields: id 0 maps to b"-" (route "")
+            items = chain(items, self._native.take())
+        for (name, raw, rraw, uraw, sraw), c in items:
             by_code[raw] = by_code.get(raw, 0) + c
             if name:
                 by_route[name, raw] = by_route.get((name, raw), 0) + c

@@ -53,6 +53,11 @@ def aggregate_stream(fh: BinaryIO, agg: Aggregator, start: int = 0, end: int | N
     A line cut by ``start`` belongs to the range before it and is skipped. Returns
     the bytes read.
     """
+    native = agg.native_stream
+    if native is not None:  # the C scanner reads a memory map (never on the box)
+        done: int | None = native(fh, start, end, CHUNK_BYTES, MAX_LINE)
+        if done is not None:
+            return done
     skipping = start > 0  # read the byte before start: a newline there means start is aligned
     pos = start - 1 if skipping else 0
     fh.seek(pos)
@@ -144,7 +149,7 @@ def aggregate_parallel(path: str, agg: Aggregator, cuts: list[int]) -> int:
             if pid == 0:  # pragma: no cover (the child never returns)
                 try:
                     os.close(rfd)
-                    _work(path, Aggregator(agg.lf, agg.since, agg.until), cuts[i],
+                    _work(path, Aggregator(agg.lf, agg.since, agg.until, agg.native), cuts[i],
                           cuts[i + 1] if i + 2 < len(cuts) else None, wfd)
                 finally:
                     os._exit(1)
@@ -172,13 +177,13 @@ def aggregate_parallel(path: str, agg: Aggregator, cuts: list[int]) -> int:
 
 def aggregate_file(path: str, lf: LogFormat, window_s: int | None = 900,
                    since: int | None = None, until: int | None = None,
-                   workers: int | None = None) -> dict[str, Any]:
+                   workers: int | None = None, native: Any = None) -> dict[str, Any]:
     """Aggregate the window of a log file where it lies (this runs on the box).
 
     A window of more than ``PARALLEL_MIN_BYTES`` per worker is cut into ranges read
     by forked workers (``workers``; None: ``default_workers()``), whose states are merged:
     the result is the same as one reader's (except which rare routes fold into "(other)"
-    when a range sees more than ``MAX_ROUTES`` routes).
+    when a range sees more than ``MAX_ROUTES`` routes). ``native``: see ``Aggregator``.
     """
     with open(path, "rb") as fh:
         size = fh.seek(0, 2)
@@ -188,7 +193,7 @@ def aggregate_file(path: str, lf: LogFormat, window_s: int | None = 900,
         if not lf.time_var:
             start_t = end_t = None
         offset = seek_time(fh, lf, size, start_t - SLACK_S) if start_t is not None else 0
-        agg = Aggregator(lf, start_t, end_t)
+        agg = Aggregator(lf, start_t, end_t, native)
         parts = min(workers or default_workers(), (size - offset) // PARALLEL_MIN_BYTES)
         cuts = split_ranges(fh, offset, size, parts) if parts > 1 and hasattr(os, "fork") else []
         read, used = -1, 1
@@ -196,7 +201,7 @@ def aggregate_file(path: str, lf: LogFormat, window_s: int | None = 900,
             try:
                 read, used = aggregate_parallel(path, agg, cuts), len(cuts) - 1
             except OSError:
-                agg = Aggregator(lf, start_t, end_t)  # start again, in this process
+                agg = Aggregator(lf, start_t, end_t, native)  # start again, in this process
         if read < 0:
             read = aggregate_stream(fh, agg, offset)
     out = agg.result()
