@@ -90,6 +90,7 @@ typedef struct {
     int has_bytes;
     Py_ssize_t bytes_npre, bytes_nsuf, time_npre, time_nsuf, zone_npre, zone_nsuf;
     int time_kind;
+    Py_ssize_t table_cap;    /* distinct values per table (TABLE_CAP; smaller in tests) */
     int has_lo, has_hi;
     int64_t lo, hi;
     vtable tables[NFIELD];
@@ -182,7 +183,7 @@ static int vt_rehash(vtable *t) {
 }
 
 /* The entry for (a, b): found, or added as pending. -1 on memory error, -2 when full. */
-static Py_ssize_t vt_lookup(vtable *t, span a, span b) {
+static Py_ssize_t vt_lookup(vtable *t, span a, span b, Py_ssize_t cap) {
     uint64_t h = hash_bytes(a.p, a.n, 0x243F6A8885A308D3ULL);
     if (b.p)
         h = hash_bytes(b.p, b.n, h);
@@ -205,7 +206,7 @@ static Py_ssize_t vt_lookup(vtable *t, span a, span b) {
             return e - 1;
         s = (s + 1) & mask;
     }
-    if (t->nentries >= TABLE_CAP)
+    if (t->nentries >= cap)
         return -2;
     if (grow((void **)&t->entries, &t->centries, t->nentries + 1, sizeof(entry)) < 0 ||
         grow((void **)&t->arena, &t->carena, t->narena + a.n + b.n + 1, 1) < 0 ||
@@ -539,6 +540,7 @@ static PyObject *native_epoch(PyObject *mod, PyObject *args) {
 }
 
 /* -- routes ------------------------------------------------------------------ */
+static int route_key(span r, char *out, Py_ssize_t *n);
 #define ROUTE_PATH_MAX 100  /* as route_of(): the folded path is cut at 100 characters */
 
 static int is_hex(char c) {
@@ -673,15 +675,22 @@ static int find_capture(Scanner *s, int cap, Py_ssize_t *npre, Py_ssize_t *nsuf)
     return 0;
 }
 
-/* Scanner(q, segments, field_caps, msec_trim, fold, routes, time_kind, since, until)
+/* Scanner(q, segments, field_caps, msec_trim, fold, routes, time_kind, since, until,
+ *         table_cap=TABLE_CAP)
  *   segments: [("raw", cap) | ("lit", bytes) | ("tok", [(literal, pre, suf, cap), ...])]
  *   field_caps: 6 pairs (first, second) of capture slots, -1 for none */
 static int Scanner_init(Scanner *s, PyObject *args, PyObject *kw) {
     PyObject *segs, *fcaps, *since, *until;
     int msec_trim, fold, routes;
-    if (!PyArg_ParseTuple(args, "iO!O!pppiOO", &s->q, &PyList_Type, &segs, &PyList_Type, &fcaps,
-                          &msec_trim, &fold, &routes, &s->time_kind, &since, &until))
+    s->table_cap = TABLE_CAP;
+    if (!PyArg_ParseTuple(args, "iO!O!pppiOO|n", &s->q, &PyList_Type, &segs, &PyList_Type,
+                          &fcaps, &msec_trim, &fold, &routes, &s->time_kind, &since, &until,
+                          &s->table_cap))
         return -1;
+    if (s->table_cap < 1 || s->table_cap > TABLE_CAP) {
+        PyErr_SetString(PyExc_ValueError, "table_cap out of range");
+        return -1;
+    }
     s->routes = routes;
     s->fold = fold;
     if (s->q >= MAX_TOKENS) {
@@ -891,9 +900,9 @@ static PyObject *scan_view(Scanner *s, PyObject *arg) {
     /* a line adds at most one value to each table: a chunk that might not fit is
      * refused before anything is counted (Python flushes, resets, and scans again) */
     for (int f = 0; f < NFIELD; f++)
-        if (s->tables[f].nentries + lines > TABLE_CAP)
+        if (s->tables[f].nentries + lines > s->table_cap)
             Py_RETURN_NONE;
-    if (s->requests.nentries + lines > TABLE_CAP)
+    if (s->requests.nentries + lines > s->table_cap)
         Py_RETURN_NONE;
     int have_bytes = s->has_bytes;
     int failed = 0;
@@ -937,13 +946,13 @@ static PyObject *scan_view(Scanner *s, PyObject *arg) {
                 continue;
             }
             if (f == F_REQ && s->routes) {
-                e = vt_lookup(&s->requests, a, b);
+                e = vt_lookup(&s->requests, a, b, s->table_cap);
                 if (e >= 0 && s->requests.entries[e].state == ST_PENDING) {
                     char route[ROUTE_PATH_MAX + 16];
                     Py_ssize_t rn, r;
                     vtable *routes = &s->tables[f];
                     if (route_key(a, route, &rn)) {
-                        r = vt_lookup(routes, (span){route, rn}, (span){NULL, 0});
+                        r = vt_lookup(routes, (span){route, rn}, (span){NULL, 0}, s->table_cap);
                         if (r >= 0 && s->overflow >= 0 &&
                             routes->entries[r].state == ST_PENDING) {
                             routes->entries[r].state = ST_GOOD;  /* Python would say "(other)" */
@@ -951,7 +960,7 @@ static PyObject *scan_view(Scanner *s, PyObject *arg) {
                             routes->npending--;
                         }
                     } else {
-                        r = vt_lookup(routes, (span){"Q", 1}, a);
+                        r = vt_lookup(routes, (span){"Q", 1}, a, s->table_cap);
                     }
                     s->requests.npending = 0;
                     if (r >= 0) {
@@ -963,7 +972,7 @@ static PyObject *scan_view(Scanner *s, PyObject *arg) {
                     e = (Py_ssize_t)s->requests.entries[e].value;
                 }
             } else {
-                e = vt_lookup(&s->tables[f], a, b);
+                e = vt_lookup(&s->tables[f], a, b, s->table_cap);
                 if (f == F_TIME && e >= 0 && s->tables[f].entries[e].state == ST_PENDING)
                     known_time(s, e, a, b);
             }
@@ -1249,7 +1258,7 @@ static PyObject *Scanner_routes_full(Scanner *s, PyObject *args) {
         long long id = PyLong_AsLongLong(PyList_GET_ITEM(ids, i));
         if (id == -1 && PyErr_Occurred())
             return NULL;
-        Py_ssize_t e = vt_lookup(t, (span){p, n}, (span){NULL, 0});
+        Py_ssize_t e = vt_lookup(t, (span){p, n}, (span){NULL, 0}, s->table_cap);
         if (e == -1)
             return PyErr_NoMemory();
         if (e == -2) {
@@ -1314,7 +1323,20 @@ static PyTypeObject ScannerType = {
     .tp_getset = Scanner_getset,
 };
 
+/* route(request): route_key for tests, None where Python must decide. */
+static PyObject *native_route(PyObject *mod, PyObject *arg) {
+    char *p;
+    Py_ssize_t n, rn;
+    char out[ROUTE_PATH_MAX + 16];
+    if (PyBytes_AsStringAndSize(arg, &p, &n) < 0)
+        return NULL;
+    if (!route_key((span){p, n}, out, &rn))
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeASCII(out + 1, rn - 1, "strict");
+}
+
 static PyMethodDef module_methods[] = {
+    {"route", native_route, METH_O, "route(request): the scanner's route_of(), or None"},
     {"epoch", native_epoch, METH_VARARGS,
      "epoch(kind, value, zone=None): the scanner's reading of a time, None if it leaves it"},
     {NULL, NULL, 0, NULL},

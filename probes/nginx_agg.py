@@ -216,9 +216,11 @@ class Aggregator:
         conv = {"status": check_status, "upstream_status": upstream_statuses}.get(var, time_ms)
 
         ok = self._ok.setdefault(var, set())
+        # a bare "-" is an absent value only where the format glues nothing to it
+        dash = b"-" if lf.affix.get(var, (b"", b"")) == (b"", b"") else None
 
         def check(raw: bytes) -> None:
-            if raw in ok or raw == b"-":
+            if raw in ok or raw == dash:
                 return
             v = lf.strip(var, raw)
             if v is None:

@@ -39,6 +39,9 @@ _FIELD_OF = {STATUS: F_STATUS, RT: F_RT, UT: F_UT, US: F_US}
 TIME_KINDS = {"msec": 1, "time_iso8601": 2, "time_local": 3}  # the scanner reads these itself
 
 
+TABLE_CAP: int | None = None  # distinct values a scanner table holds (None: the C default)
+
+
 def available() -> bool:
     """Whether aggregation in this process uses the C scanner."""
     return _nginx_native is not None and os.environ.get("INFERFIT_NGINX_NATIVE", "1") != "0"
@@ -124,7 +127,7 @@ class NativeFeed:
             self.affix[REQ0] == (b"", b"")
         self.scanner = _nginx_native.Scanner(lf.plan[0], segs, fcaps, msec_trim, lf.fold,
                                              self.c_routes, TIME_KINDS.get(tv, 0), agg.since,
-                                             agg.until)
+                                             agg.until, *([TABLE_CAP] if TABLE_CAP else []))
         self.agg = agg
         self.values: list[list[bytes]] = [[] for _ in range(6)]
         self.route_ids: dict[str, int] = {}

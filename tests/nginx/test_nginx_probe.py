@@ -76,6 +76,7 @@ async def test_without_python3_the_window_is_read_over_the_connection(sshd, tmp_
     on_box, here = results["SSHHost"].values, results["_NoPython"].values
     assert on_box["aggregated_on"] == "box"
     assert here["aggregated_on"] == "locally"
+    assert (on_box["parser"], here["parser"]) == ("python", "c")  # the box script; the C scanner
     assert on_box["bad_lines"] == here["bad_lines"] == 1
     for key in ("lines", "status_counts", "request_time_ms_p99", "upstream_time_ms_p95",
                 "upstream_retries", "qps_peak", "window_s"):
