@@ -52,11 +52,13 @@ typedef struct {
 } segspec;
 
 /* -- a value table: distinct raw values of one field (1 or 2 spans) ------- */
+/* 32 bytes: an arena offset under 4 GiB and lengths under 2 GiB (scan() checks room) */
 typedef struct {
     uint64_t hash;
-    Py_ssize_t off, n1, n2;
     int64_t value;
-    int state;
+    uint32_t off;
+    int32_t n1, n2;
+    int32_t state;
 } entry;
 
 typedef struct {
@@ -73,7 +75,8 @@ typedef struct {
 /* -- joint counts ----------------------------------------------------------- */
 typedef struct secslot { int64_t sec, count, bytes; int used; } secslot;
 
-typedef struct { int64_t key[5]; int64_t count; int used; } jentry;
+/* ids are table indexes (< TABLE_CAP): 32 bytes an entry keeps the table in cache */
+typedef struct { int32_t key[5]; int32_t used; int64_t count; } jentry;
 
 typedef struct {
     PyObject_HEAD
@@ -215,9 +218,9 @@ static Py_ssize_t vt_lookup(vtable *t, span a, span b, Py_ssize_t cap) {
     Py_ssize_t idx = t->nentries++;
     entry *en = &t->entries[idx];
     en->hash = h;
-    en->off = t->narena;
-    en->n1 = a.n;
-    en->n2 = b.n;
+    en->off = (uint32_t)t->narena;
+    en->n1 = (int32_t)a.n;
+    en->n2 = (int32_t)b.n;
     en->value = 0;
     en->state = ST_PENDING;
     memcpy(t->arena + t->narena, a.p, (size_t)a.n);
@@ -232,7 +235,7 @@ static Py_ssize_t vt_lookup(vtable *t, span a, span b, Py_ssize_t cap) {
 }
 
 /* -- joint table ------------------------------------------------------------- */
-static uint64_t hash_key(const int64_t *k) {
+static uint64_t hash_key(const int32_t *k) {
     uint64_t h = 0x9E3779B97F4A7C15ULL;
     for (int i = 0; i < 5; i++) {
         h = (h ^ (uint64_t)k[i]) * 0xff51afd7ed558ccdULL;
@@ -241,7 +244,7 @@ static uint64_t hash_key(const int64_t *k) {
     return h;
 }
 
-static int joint_add(Scanner *s, const int64_t *k, int64_t c) {
+static int joint_add(Scanner *s, const int32_t *k, int64_t c) {
     if ((s->njoint + 1) * 2 > s->njoint_slots) {
         Py_ssize_t ns = s->njoint_slots ? s->njoint_slots * 2 : 4096;
         jentry *nj = PyMem_RawCalloc((size_t)ns, sizeof(jentry));
@@ -262,13 +265,14 @@ static int joint_add(Scanner *s, const int64_t *k, int64_t c) {
     Py_ssize_t mask = s->njoint_slots - 1;
     Py_ssize_t p = (Py_ssize_t)(hash_key(k) & (uint64_t)mask);
     while (s->joint[p].used) {
-        if (memcmp(s->joint[p].key, k, sizeof(int64_t) * 5) == 0) {
+        const int32_t *e = s->joint[p].key;
+        if (e[0] == k[0] && e[1] == k[1] && e[2] == k[2] && e[3] == k[3] && e[4] == k[4]) {
             s->joint[p].count += c;
             return 0;
         }
         p = (p + 1) & mask;
     }
-    memcpy(s->joint[p].key, k, sizeof(int64_t) * 5);
+    memcpy(s->joint[p].key, k, sizeof(int32_t) * 5);
     s->joint[p].count = c;
     s->joint[p].used = 1;
     s->njoint++;
@@ -899,10 +903,13 @@ static PyObject *scan_view(Scanner *s, PyObject *arg) {
         return PyErr_NoMemory();
     /* a line adds at most one value to each table: a chunk that might not fit is
      * refused before anything is counted (Python flushes, resets, and scans again) */
+    Py_ssize_t room = size + lines * (ROUTE_PATH_MAX + 16);  /* arena bytes a scan may add */
+    if (size > INT32_MAX / 2)
+        return PyErr_Format(PyExc_ValueError, "a chunk of %zd bytes is too large", size);
     for (int f = 0; f < NFIELD; f++)
-        if (s->tables[f].nentries + lines > s->table_cap)
+        if (s->tables[f].nentries + lines > s->table_cap || s->tables[f].narena + room > UINT32_MAX)
             Py_RETURN_NONE;
-    if (s->requests.nentries + lines > s->table_cap)
+    if (s->requests.nentries + lines > s->table_cap || s->requests.narena + room > UINT32_MAX)
         Py_RETURN_NONE;
     int have_bytes = s->has_bytes;
     int failed = 0;
@@ -1073,7 +1080,7 @@ static PyObject *Scanner_learn(Scanner *s, PyObject *args) {
  * -1 on memory error. Runs without the GIL (PyMem_Raw only). */
 static int settle(Scanner *s, Py_ssize_t i) {
     int32_t *ents = &s->line_entry[i * NFIELD];
-    int64_t key[5] = {0, 0, 0, 0, 0};
+    int32_t key[5] = {0, 0, 0, 0, 0};
     int64_t sec = 0;
     for (int f = 0; f < NFIELD; f++) {
         if (ents[f] < 0)
@@ -1082,7 +1089,7 @@ static int settle(Scanner *s, Py_ssize_t i) {
         if (f == F_TIME)
             sec = v;
         else
-            key[f] = v;
+            key[f] = (int32_t)v;
     }
     int timed = s->cap1[F_TIME] >= 0;
     if (timed && ((s->has_lo && sec < s->lo) || (s->has_hi && sec >= s->hi))) {

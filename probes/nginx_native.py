@@ -15,6 +15,7 @@ holds them side by side.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 import os
@@ -39,6 +40,7 @@ _FIELD_OF = {STATUS: F_STATUS, RT: F_RT, UT: F_UT, US: F_US}
 TIME_KINDS = {"msec": 1, "time_iso8601": 2, "time_local": 3}  # the scanner reads these itself
 
 
+RELEASE_BYTES = 8 << 20  # a mapped log's pages are dropped from the RSS every 8 MiB read
 TABLE_CAP: int | None = None  # distinct values a scanner table holds (None: the C default)
 
 
@@ -232,6 +234,9 @@ class NativeFeed:
         with mm, memoryview(mm) as view:
             size = len(mm) if end is None else min(end, len(mm))
             pos = start
+            with contextlib.suppress(OSError, AttributeError):
+                mm.madvise(mmap.MADV_SEQUENTIAL)
+            released = start - start % mmap.PAGESIZE
             if start > 0 and mm[start - 1:start] != b"\n":  # a line cut by start: not ours
                 nl = mm.find(b"\n", start, size)
                 pos = size if nl < 0 else nl + 1
@@ -247,6 +252,11 @@ class NativeFeed:
                     cut = line_end
                 self.feed(view[pos:cut])  # complete lines (an empty one counts as bad)
                 pos = cut + 1
+                if pos - released >= RELEASE_BYTES:  # read pages leave the RSS (not the cache)
+                    upto = pos - pos % mmap.PAGESIZE
+                    with contextlib.suppress(OSError, AttributeError):
+                        mm.madvise(mmap.MADV_DONTNEED, released, upto - released)
+                    released = upto
             return max(0, size - (start - 1 if start > 0 else 0))
 
     def _routes_full(self) -> None:
