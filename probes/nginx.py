@@ -231,11 +231,21 @@ def window_options(options: dict[str, Any]) -> tuple[int | None, int | None, int
     return window, since, until
 
 
+def workers_option(options: dict[str, Any]) -> int:
+    """``workers``: parallel readers on the box (0 = half its CPUs, at most 16)."""
+    value = options.get("workers", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 64:
+        raise Trouble(ProbeResult.error(
+            NAME, f"bad workers setting: {value!r}", kind="bad_config",
+            fix="probes.nginx.workers is a whole number from 0 (half the box's CPUs) to 64"))
+    return value
+
+
 async def aggregate_remote(host: Host, t: Target, window: int | None, since: int | None,
-                           until: int | None) -> dict[str, Any] | None:
+                           until: int | None, workers: int = 0) -> dict[str, Any] | None:
     """Run the script on the box's python3; None when the box has no usable python3."""
     opts = {"path": t.path, "format": t.lf.text, "escape": t.lf.escape, "name": t.format_name,
-            "window_s": window, "since": since, "until": until}
+            "window_s": window, "since": since, "until": until, "workers": workers or None}
     code = nginx_remote.script().encode()
     argv = nginx_remote.argv(opts)
     done = await host.run(argv, timeout=600, stdin=code)
@@ -361,7 +371,7 @@ def findings_values(agg: dict[str, Any], t: Target, where: str) -> dict[str, Any
                 "upstream_time_ms_p99", "nginx_time_ms_p95", "upstream_retries",
                 "bandwidth_mbit_peak", "concurrency_littles_law", "upstream_errors",
                 "response_bytes_mean", "request_time_ms_mean", "lines_outside_window",
-                "routes_seen", "file_bytes", "bytes_scanned"):
+                "routes_seen", "file_bytes", "bytes_scanned", "workers"):
         if key in agg:
             v[key] = agg[key]
     v["bytes_transferred"] = t.bytes_crossed
@@ -424,6 +434,7 @@ class NginxProbe:
         started = time.monotonic()
         try:
             window, since, until = window_options(dict(ctx.options))
+            workers = workers_option(dict(ctx.options))
             t = await resolve(host, dict(ctx.options))
             got: dict[str, Any] | None
             if host.transport == "local" and nginx_native.available():
@@ -431,7 +442,8 @@ class NginxProbe:
                 got, where = await aggregate_in_process(t, window, since, until), "locally"
             else:
                 ctx.progress(Progress(NAME, f"aggregating {t.path} on the box"))
-                got, where = await aggregate_remote(host, t, window, since, until), "box"
+                got = await aggregate_remote(host, t, window, since, until, workers)
+                where = "box"
             if got is None:
                 got = await aggregate_here(host, t, window, since, until)
                 where = "locally"

@@ -219,3 +219,30 @@ async def test_an_empty_log_is_skipped_not_a_warning(tmp_path):
     result = await NginxProbe().check(LocalHost(), ctx)
     assert result.status == "skipped"
     assert result.error_kind == "empty_log"
+
+
+async def test_workers_setting_reaches_the_box_script(tmp_path, monkeypatch):
+    """A 34 MB log: `workers = 2` reads it in two processes, `workers = 1` in one; same figures."""
+    monkeypatch.setenv("INFERFIT_NGINX_NATIVE", "0")  # the script a box runs, on this machine
+    log = tmp_path / "big.log"
+    data = AI_LOG.read_bytes()
+    with log.open("wb") as fh:
+        for _ in range(48):
+            fh.write(data)
+    got = {}
+    for workers in (1, 2):
+        opts = {"log_path": str(log), "log_format": AI_API_TEXT, "window": "all",
+                "workers": workers}
+        result = await NginxProbe().check(LocalHost(), ProbeContext(options=opts, config=Config()))
+        got[workers] = result.values
+    assert (got[1]["workers"], got[2]["workers"]) == (1, 2)
+    assert got[1]["lines"] == got[2]["lines"] == 3519 * 48
+    for key in ("status_counts", "request_time_ms_p99", "upstream_retries", "qps_peak"):
+        assert got[1][key] == got[2][key], key
+
+
+async def test_a_bad_workers_setting_is_a_config_error():
+    opts = {"log_path": str(AI_LOG), "log_format": AI_API_TEXT, "workers": "many"}
+    result = await NginxProbe().check(LocalHost(), ProbeContext(options=opts, config=Config()))
+    assert (result.status, result.error_kind) == ("error", "bad_config")
+    assert "probes.nginx.workers" in (result.fix or "")
