@@ -31,7 +31,7 @@ enum { ST_PENDING, ST_GOOD, ST_BAD };
 enum { LINE_REJECTED, LINE_WAITING, LINE_SETTLED };
 
 #define MAX_TOKENS 256
-#define TABLE_CAP (1 << 17)   /* distinct values per field before Python must reset */
+#define TABLE_CAP (1 << 16)   /* distinct values per field before Python must reset */
 #define MAX_DIGITS 18          /* longer byte counts go to Python (big ints) */
 #define VIRTUAL_MAX 512
 
@@ -75,8 +75,11 @@ typedef struct {
 /* -- joint counts ----------------------------------------------------------- */
 typedef struct secslot { int64_t sec, count, bytes; int used; } secslot;
 
-/* ids are table indexes (< TABLE_CAP): 32 bytes an entry keeps the table in cache */
-typedef struct { int32_t key[5]; int32_t used; int64_t count; } jentry;
+/* Joint counts of three ids (< TABLE_CAP): (route, status, upstream status) and
+ * (route, request time, upstream time), apart so that many distinct times do not
+ * multiply with statuses. 24 bytes an entry. */
+typedef struct { int32_t key[3]; int32_t used; int64_t count; } jentry;
+typedef struct { jentry *slots; Py_ssize_t nslots, n; } jtable;
 
 typedef struct {
     PyObject_HEAD
@@ -99,8 +102,7 @@ typedef struct {
     vtable tables[NFIELD];
     vtable requests;         /* raw $request -> its F_REQ entry (routes mode): one route_key each */
     int64_t overflow;        /* >= 0: every route named in C and not yet known gets this id */
-    jentry *joint;
-    Py_ssize_t njoint_slots, njoint;
+    jtable by_status, by_time;
     /* the chunk being scanned */
     Py_buffer view;          /* held from scan() to commit() */
     int scanned;
@@ -237,46 +239,78 @@ static Py_ssize_t vt_lookup(vtable *t, span a, span b, Py_ssize_t cap) {
 /* -- joint table ------------------------------------------------------------- */
 static uint64_t hash_key(const int32_t *k) {
     uint64_t h = 0x9E3779B97F4A7C15ULL;
-    for (int i = 0; i < 5; i++) {
-        h = (h ^ (uint64_t)k[i]) * 0xff51afd7ed558ccdULL;
+    for (int i = 0; i < 3; i++) {
+        h = (h ^ (uint32_t)k[i]) * 0xff51afd7ed558ccdULL;
         h ^= h >> 31;
     }
     return h;
 }
 
-static int joint_add(Scanner *s, const int32_t *k, int64_t c) {
-    if ((s->njoint + 1) * 2 > s->njoint_slots) {
-        Py_ssize_t ns = s->njoint_slots ? s->njoint_slots * 2 : 4096;
+static int joint_add(jtable *t, const int32_t *k, int64_t c) {
+    if ((t->n + 1) * 2 > t->nslots) {
+        Py_ssize_t ns = t->nslots ? t->nslots * 2 : 4096;
         jentry *nj = PyMem_RawCalloc((size_t)ns, sizeof(jentry));
         if (!nj)
             return -1;
-        for (Py_ssize_t i = 0; i < s->njoint_slots; i++) {
-            if (!s->joint[i].used)
+        for (Py_ssize_t i = 0; i < t->nslots; i++) {
+            if (!t->slots[i].used)
                 continue;
-            Py_ssize_t p = (Py_ssize_t)(hash_key(s->joint[i].key) & (uint64_t)(ns - 1));
+            Py_ssize_t p = (Py_ssize_t)(hash_key(t->slots[i].key) & (uint64_t)(ns - 1));
             while (nj[p].used)
                 p = (p + 1) & (ns - 1);
-            nj[p] = s->joint[i];
+            nj[p] = t->slots[i];
         }
-        PyMem_RawFree(s->joint);
-        s->joint = nj;
-        s->njoint_slots = ns;
+        PyMem_RawFree(t->slots);
+        t->slots = nj;
+        t->nslots = ns;
     }
-    Py_ssize_t mask = s->njoint_slots - 1;
+    Py_ssize_t mask = t->nslots - 1;
     Py_ssize_t p = (Py_ssize_t)(hash_key(k) & (uint64_t)mask);
-    while (s->joint[p].used) {
-        const int32_t *e = s->joint[p].key;
-        if (e[0] == k[0] && e[1] == k[1] && e[2] == k[2] && e[3] == k[3] && e[4] == k[4]) {
-            s->joint[p].count += c;
+    while (t->slots[p].used) {
+        const int32_t *e = t->slots[p].key;
+        if (e[0] == k[0] && e[1] == k[1] && e[2] == k[2]) {
+            t->slots[p].count += c;
             return 0;
         }
         p = (p + 1) & mask;
     }
-    memcpy(s->joint[p].key, k, sizeof(int32_t) * 5);
-    s->joint[p].count = c;
-    s->joint[p].used = 1;
-    s->njoint++;
+    memcpy(t->slots[p].key, k, sizeof(int32_t) * 3);
+    t->slots[p].count = c;
+    t->slots[p].used = 1;
+    t->n++;
     return 0;
+}
+
+/* The table's counts as [((id, id, id), count)], and empty it. With ``s`` (the times
+ * table) the 2nd and 3rd ids are entries of F_RT / F_UT, given as their learned value
+ * (-1 where the field is absent). */
+static PyObject *joint_take(jtable *t, Scanner *s) {
+    PyObject *out = PyList_New(0);
+    if (!out)
+        return NULL;
+    for (Py_ssize_t i = 0; i < t->nslots; i++) {
+        jentry *j = &t->slots[i];
+        if (!j->used)
+            continue;
+        PyObject *e;
+        if (s) {
+            long long rt = s->cap1[F_RT] >= 0 ? s->tables[F_RT].entries[j->key[1]].value : -1;
+            long long ut = s->cap1[F_UT] >= 0 ? s->tables[F_UT].entries[j->key[2]].value : -1;
+            e = Py_BuildValue("((iLL)L)", j->key[0], rt, ut, (long long)j->count);
+        } else {
+            e = Py_BuildValue("((iii)L)", j->key[0], j->key[1], j->key[2], (long long)j->count);
+        }
+        if (!e || PyList_Append(out, e) < 0) {
+            Py_XDECREF(e);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(e);
+    }
+    PyMem_RawFree(t->slots);
+    t->slots = NULL;
+    t->n = t->nslots = 0;
+    return out;
 }
 
 /* -- cutting one line by the plan ------------------------------------------- */
@@ -802,7 +836,8 @@ static void Scanner_dealloc(Scanner *s) {
     for (int f = 0; f < NFIELD; f++)
         vt_free(&s->tables[f]);
     vt_free(&s->requests);
-    PyMem_RawFree(s->joint);
+    PyMem_RawFree(s->by_status.slots);
+    PyMem_RawFree(s->by_time.slots);
     PyMem_RawFree(s->line_entry);
     PyMem_RawFree(s->line_bytes);
     PyMem_RawFree(s->line_start);
@@ -909,8 +944,11 @@ static PyObject *scan_view(Scanner *s, PyObject *arg) {
     for (int f = 0; f < NFIELD; f++)
         if (s->tables[f].nentries + lines > s->table_cap || s->tables[f].narena + room > UINT32_MAX)
             Py_RETURN_NONE;
-    if (s->requests.nentries + lines > s->table_cap || s->requests.narena + room > UINT32_MAX)
-        Py_RETURN_NONE;
+    /* raw request -> route entry is only a cache: emptied alone (a unique id per request
+     * fills it fast, and a full reset would make Python learn every value again) */
+    if ((s->requests.nentries + lines > s->table_cap || s->requests.narena + room > UINT32_MAX)
+        && vt_clear(&s->requests) < 0)
+        return PyErr_NoMemory();
     int have_bytes = s->has_bytes;
     int failed = 0;
     Py_ssize_t i = 0, pos = 0;
@@ -1080,7 +1118,7 @@ static PyObject *Scanner_learn(Scanner *s, PyObject *args) {
  * -1 on memory error. Runs without the GIL (PyMem_Raw only). */
 static int settle(Scanner *s, Py_ssize_t i) {
     int32_t *ents = &s->line_entry[i * NFIELD];
-    int32_t key[5] = {0, 0, 0, 0, 0};
+    int32_t id[NFIELD] = {0, 0, 0, 0, 0, 0};  /* absent fields: 0, which Python maps to "-" */
     int64_t sec = 0;
     for (int f = 0; f < NFIELD; f++) {
         if (ents[f] < 0)
@@ -1089,7 +1127,7 @@ static int settle(Scanner *s, Py_ssize_t i) {
         if (f == F_TIME)
             sec = v;
         else
-            key[f] = (int32_t)v;
+            id[f] = (int32_t)v;
     }
     int timed = s->cap1[F_TIME] >= 0;
     if (timed && ((s->has_lo && sec < s->lo) || (s->has_hi && sec >= s->hi))) {
@@ -1101,7 +1139,10 @@ static int settle(Scanner *s, Py_ssize_t i) {
         s->c_bytes += s->line_bytes[i];
         s->c_bytes_n++;
     }
-    if (joint_add(s, key, 1) < 0)
+    int32_t by_status[3] = {id[F_REQ], id[F_STATUS], id[F_US]};
+    /* times: keyed by their entry (the learned value is the decoded time, not an id) */
+    int32_t by_time[3] = {id[F_REQ], ents[F_RT], ents[F_UT]};
+    if (joint_add(&s->by_status, by_status, 1) < 0 || joint_add(&s->by_time, by_time, 1) < 0)
         return -1;
     if (!timed)
         return 0;
@@ -1203,27 +1244,15 @@ done:
 }
 
 static PyObject *Scanner_flush(Scanner *s, PyObject *unused) {
-    PyObject *out = PyList_New(0);
-    if (!out)
+    PyObject *a = joint_take(&s->by_status, NULL);
+    if (!a)
         return NULL;
-    for (Py_ssize_t i = 0; i < s->njoint_slots; i++) {
-        jentry *j = &s->joint[i];
-        if (!j->used)
-            continue;
-        PyObject *t = Py_BuildValue("((LLLLL)L)", (long long)j->key[0], (long long)j->key[1],
-                                    (long long)j->key[2], (long long)j->key[3],
-                                    (long long)j->key[4], (long long)j->count);
-        if (!t || PyList_Append(out, t) < 0) {
-            Py_XDECREF(t);
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_DECREF(t);
+    PyObject *b = joint_take(&s->by_time, s);
+    if (!b) {
+        Py_DECREF(a);
+        return NULL;
     }
-    PyMem_RawFree(s->joint);
-    s->joint = NULL;
-    s->njoint = s->njoint_slots = 0;
-    return out;
+    return Py_BuildValue("(NN)", a, b);
 }
 
 static PyObject *Scanner_reset(Scanner *s, PyObject *unused) {
@@ -1231,7 +1260,7 @@ static PyObject *Scanner_reset(Scanner *s, PyObject *unused) {
         PyErr_SetString(PyExc_RuntimeError, "reset() between scan() and commit()");
         return NULL;
     }
-    if (s->njoint) {
+    if (s->by_status.n || s->by_time.n) {
         PyErr_SetString(PyExc_RuntimeError, "reset() before flush(): counts would be lost");
         return NULL;
     }
@@ -1257,6 +1286,8 @@ static PyObject *Scanner_routes_full(Scanner *s, PyObject *args) {
         return NULL;
     }
     vtable *t = &s->tables[F_REQ];
+    if (t->nentries + PyList_GET_SIZE(keys) > s->table_cap)
+        Py_RETURN_FALSE;  /* no room for every name: Python keeps naming routes itself */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
         char *p;
         Py_ssize_t n;
@@ -1279,7 +1310,7 @@ static PyObject *Scanner_routes_full(Scanner *s, PyObject *args) {
     }
     t->npending = 0;
     s->overflow = other;
-    Py_RETURN_NONE;
+    Py_RETURN_TRUE;
 }
 
 static PyObject *Scanner_abandon(Scanner *s, PyObject *unused) {
@@ -1292,7 +1323,7 @@ static PyObject *Scanner_abandon(Scanner *s, PyObject *unused) {
 }
 
 static PyObject *Scanner_joint_size(Scanner *s, void *closure) {
-    return PyLong_FromSsize_t(s->njoint);
+    return PyLong_FromSsize_t(s->by_status.n + s->by_time.n);
 }
 
 static PyMethodDef Scanner_methods[] = {
@@ -1303,10 +1334,10 @@ static PyMethodDef Scanner_methods[] = {
     {"commit", (PyCFunction)Scanner_commit, METH_NOARGS,
      "commit() -> (lines, outside, bytes_total, bytes_n, [(sec, n, bytes)], [rejected line])"},
     {"flush", (PyCFunction)Scanner_flush, METH_NOARGS,
-     "flush() -> [((route, status, rt, ut, us) ids, count)], and empty the joint counts"},
+     "flush() -> ([((route, status, us), n)], [((route, rt, ut), n)]) ids; empties them"},
     {"reset", (PyCFunction)Scanner_reset, METH_NOARGS, "forget every learned value"},
     {"routes_full", (PyCFunction)Scanner_routes_full, METH_VARARGS,
-     "routes_full(keys, ids, other): no new route names; unknown routes get other"},
+     "routes_full(keys, ids, other) -> bool: no new route names; unknown routes get other"},
     {"abandon", (PyCFunction)Scanner_abandon, METH_NOARGS,
      "drop a scanned chunk without committing it"},
     {NULL, NULL, 0, NULL},

@@ -9,7 +9,7 @@ relative error). Nothing is kept per line. Must stay python3 >= 3.7 compatible.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from itertools import chain, compress, groupby, islice, repeat
 from operator import itemgetter
 from typing import Any
@@ -60,7 +60,7 @@ def _runs(col: list[bytes]) -> tuple[list[tuple[bytes, int]], bool]:
     return list(Counter(col).items()), False
 
 
-_KEY_VARS = ("status", "request_time", "upstream_response_time", "upstream_status")
+_KEY_GROUPS = (("status", "upstream_status"), ("request_time", "upstream_response_time"))
 _SUMS = ("lines", "bad", "out_of_window", "retries", "up_attempts", "up_errors",
          "bytes_total", "bytes_n")
 _MAXES = ("peak_qps", "peak_bytes")
@@ -111,12 +111,13 @@ class Aggregator:
         self._hold_until: int | None = None
         self._tz: bytes | None = None
         self.status: Counter[bytes] = Counter()
-        # one counter keyed by raw tokens, folded by _flush(): (route, status, request_time,
-        # upstream time, upstream status), b"-" for a field the format lacks
-        self.counts: Counter[tuple[str, bytes, bytes, bytes, bytes]] = Counter()
-        present = [v in lf.needed for v in _KEY_VARS]
-        self._checks = [(i, self._key_check(v)) for i, (v, here) in
-                        enumerate(zip(_KEY_VARS, present), 1) if here]  # noqa: B905
+        # two counters keyed by raw tokens, folded by _flush(), b"-" for a field the format
+        # lacks: (route, status, upstream status) and (route, request time, upstream time);
+        # apart, so that many distinct times do not multiply with statuses
+        self.counts: Counter[tuple[str, bytes, bytes]] = Counter()
+        self.times: Counter[tuple[str, bytes, bytes]] = Counter()
+        self._checks = [[(i, self._key_check(v)) for i, v in enumerate(group, 1)
+                         if v in lf.needed] for group in _KEY_GROUPS]
         # ``native(agg)``: a feeder doing the per-line work in C (nginx_native; never on the box)
         self.native = native
         self._native = native(self) if native is not None else None
@@ -211,11 +212,13 @@ class Aggregator:
         return True
 
     # the columnar fold -----------------------------------------------------
-    def _key_check(self, var: str) -> Any:
+    def _key_check(self, var: str, remember: bool = True) -> Any:
+        """A check of ``var``'s raw tokens that raises BadChunk; ``remember``: keep up to
+        20,000 good tokens to skip (the C scanner keeps its own)."""
         lf = self.lf
         conv = {"status": check_status, "upstream_status": upstream_statuses}.get(var, time_ms)
 
-        ok = self._ok.setdefault(var, set())
+        ok = self._ok.setdefault(var, set()) if remember else set()
         # a bare "-" is an absent value only where the format glues nothing to it
         dash = b"-" if lf.affix.get(var, (b"", b"")) == (b"", b"") else None
 
@@ -226,7 +229,7 @@ class Aggregator:
             if v is None:
                 raise BadChunk(raw)
             conv(v)
-            if len(ok) < 100000:
+            if remember and len(ok) < 20000:  # bounded: many distinct times stay flat
                 ok.add(raw)
 
         return check
@@ -299,19 +302,23 @@ class Aggregator:
         ut = cols.get("upstream_response_time")
         us = cols.get("upstream_status")
         dash = repeat(b"-")
-        # one joint count per line (C speed), then check only the keys new to it; undo on a bad one
-        counter = self.counts
-        before = len(counter)
-        columns = (rids, cols["status"], rt or dash, ut or dash, us or dash)
-        counter.update(zip(*columns))  # noqa: B905
+        # joint counts per line (C speed), then check only the keys new to them; undo on a bad one
+        done: list[tuple[Counter[tuple[str, bytes, bytes]], tuple[Any, ...]]] = []
         try:
-            for new in islice(counter, before, None):
-                for i, check in self._checks:
-                    check(new[i])
+            for counter, columns, checks in (
+                    (self.counts, (rids, cols["status"], us or dash), self._checks[0]),
+                    (self.times, (rids, rt or dash, ut or dash), self._checks[1])):
+                before = len(counter)
+                counter.update(zip(*columns))  # noqa: B905
+                done.append((counter, columns))
+                for new in islice(counter, before, None):
+                    for i, check in checks:
+                        check(new[i])
         except BadChunk:
-            counter.subtract(zip(*columns))  # noqa: B905
-            for gone in [k for k, c in counter.items() if c <= 0]:
-                del counter[gone]
+            for counter, columns in done:
+                counter.subtract(zip(*columns))  # noqa: B905
+                for gone in [k for k, c in counter.items() if c <= 0]:
+                    del counter[gone]
             raise
         # -- committed from here on --------------------------------------------
         self.lines += n
@@ -321,7 +328,7 @@ class Aggregator:
             self.bytes_n += n
         if runs is not None:
             self._per_second(cols[tv], runs, ordered, ints)
-        if len(self.counts) > self.FLUSH_KEYS:
+        if len(self.counts) + len(self.times) > self.FLUSH_KEYS:
             self._flush()
 
     def _per_second(self, tcol: list[bytes], runs: list[tuple[bytes, int]], ordered: bool,
@@ -381,7 +388,7 @@ class Aggregator:
         else:
             return [""] * n
         rc = self._rcache
-        if len(rc) > 50000:
+        if len(rc) > 20000:
             rc.clear()
         for k in dict.fromkeys(keys):  # first-seen order: route names are handed out in it
             if k not in rc:
@@ -415,8 +422,22 @@ class Aggregator:
         return name
 
     def _ms(self, var: str, raw: bytes) -> tuple[int, int] | None:
-        got = self._tms[raw] = time_ms(self.lf.strip(var, raw) or b"-")
+        got = time_ms(self.lf.strip(var, raw) or b"-")
+        if len(self._tms) < 40000:  # a cache, bounded: many distinct times stay flat
+            self._tms[raw] = got
         return got
+
+    def _decoded_times(self) -> Iterator[tuple[str, Any, Any, int]]:
+        """``times`` as (route, request time, upstream time, count); times as ``time_ms``."""
+        tms = self._tms
+        dash = b"-"
+        for (name, rraw, uraw), c in self.times.items():
+            req = up = None
+            if rraw != dash:
+                req = tms[rraw] if rraw in tms else self._ms("request_time", rraw)
+            if uraw != dash:
+                up = tms[uraw] if uraw in tms else self._ms("upstream_response_time", uraw)
+            yield name, req, up, c
 
     def _flush(self) -> None:
         """Fold the joint counts into histograms and totals, and empty them.
@@ -424,9 +445,6 @@ class Aggregator:
         Each distinct key is visited once; histograms get one ``add`` per distinct value.
         """
         lf = self.lf
-        tms = self._tms
-        if len(tms) > 200000:
-            tms.clear()
         dash = b"-"
         need_us = "upstream_status" in lf.needed
         by_code: dict[bytes, int] = {}
@@ -437,33 +455,30 @@ class Aggregator:
         route_rt: dict[tuple[str, int], int] = {}
         ups: dict[bytes, int] = {}
         retried = 0
-        items: Iterable[tuple[tuple[str, bytes, bytes, bytes, bytes], int]] = self.counts.items()
-        if self._native is not None:  # absent fields: id 0 maps to b"-" (route "")
-            items = chain(items, self._native.take())
-        for (name, raw, rraw, uraw, sraw), c in items:
+        statuses: Iterable[tuple[tuple[str, bytes, bytes], int]] = self.counts.items()
+        times: Iterable[tuple[str, Any, Any, int]] = self._decoded_times()
+        if self._native is not None:  # the scanner's times come decoded
+            more_statuses, more_times = self._native.take()
+            statuses, times = chain(statuses, more_statuses), chain(times, more_times)
+        for (name, raw, sraw), c in statuses:
             by_code[raw] = by_code.get(raw, 0) + c
             if name:
                 by_route[name, raw] = by_route.get((name, raw), 0) + c
-            req = None
-            if rraw != dash:
-                req = tms[rraw] if rraw in tms else self._ms("request_time", rraw)
-                if req is not None:
-                    v = req[0]
-                    rt[v] = rt.get(v, 0) + c
-                    if name:
-                        route_rt[name, v] = route_rt.get((name, v), 0) + c
-            up = None
-            if uraw != dash:
-                up = tms[uraw] if uraw in tms else self._ms("upstream_response_time", uraw)
-                if up is not None:
-                    v = up[0]
-                    ut[v] = ut.get(v, 0) + c
-                    if req is not None:
-                        v = max(req[0] - v, 0)
-                        nt[v] = nt.get(v, 0) + c
             if need_us:
                 ups[sraw] = ups.get(sraw, 0) + c
-            elif up is not None and up[1] > 1:
+        for name, req, up, c in times:  # (ms, attempts) or None
+            if req is not None:
+                v = req[0]
+                rt[v] = rt.get(v, 0) + c
+                if name:
+                    route_rt[name, v] = route_rt.get((name, v), 0) + c
+            if up is not None:
+                v = up[0]
+                ut[v] = ut.get(v, 0) + c
+                if req is not None:
+                    v = max(req[0] - v, 0)
+                    nt[v] = nt.get(v, 0) + c
+            if not need_us and up is not None and up[1] > 1:
                 retried += (up[1] - 1) * c
         self.retries += retried
         for sraw, c in ups.items():
@@ -490,6 +505,7 @@ class Aggregator:
         for (name, v), c in route_rt.items():
             routes[name].hist.add(v, c)
         self.counts.clear()
+        self.times.clear()
 
     # parallel workers ------------------------------------------------------
     def state(self) -> dict[str, Any]:

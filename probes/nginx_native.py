@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 
 from inferfit.probes.nginx_agg import MAX_ROUTES, Aggregator
 from inferfit.probes.nginx_format import LogFormat
-from inferfit.probes.nginx_values import BadChunk, epoch, fold_lists
+from inferfit.probes.nginx_values import BadChunk, epoch, fold_lists, time_ms
 
 try:
     from inferfit.probes import _nginx_native  # type: ignore[attr-defined]
@@ -137,8 +137,7 @@ class NativeFeed:
         self.routes_full = False
         self.learners: dict[int, Callable[[Any], int | None]] = {
             F_REQ: self._route, F_TIME: self._time}
-        for slot, field in _FIELD_OF.items():
-            self.learners[field] = self._value(field, agg._key_check(_VALUE_VARS[slot]))
+        self._set_learners()
 
     # Python's verdict on a value the scanner has not seen -----------------------
     def _route(self, key: Any) -> int | None:
@@ -175,6 +174,33 @@ class NativeFeed:
             return epoch(lf.time_var, v, zone)
         except BadChunk:
             return None
+
+    def _set_learners(self) -> None:
+        for slot, field in _FIELD_OF.items():
+            check = self.agg._key_check(_VALUE_VARS[slot], remember=False)
+            self.learners[field] = (self._time_value(_VALUE_VARS[slot], check)
+                                    if field in (F_RT, F_UT) else self._value(field, check))
+
+    def _time_value(self, var: str, check: Callable[[bytes], None]
+                    ) -> Callable[[Any], int | None]:
+        """Request/upstream times are kept decoded in the scanner: ms * 2**16 + attempts, or
+        -1 for no value; a value that does not pack is left to the line-by-line parser."""
+        strip = self.agg.lf.strip
+
+        def learn(raw: Any) -> int | None:
+            try:
+                check(raw)
+                got = time_ms(strip(var, raw) or b"-")
+            except BadChunk:
+                return None
+            if got is None:
+                return -1
+            ms, attempts = got
+            if not 0 <= ms < 1 << 46 or attempts >= 1 << 16:
+                return None
+            return ms << 16 | attempts
+
+        return learn
 
     def _value(self, field: int, check: Callable[[bytes], None]) -> Callable[[Any], int | None]:
         values = self.values[field]
@@ -260,32 +286,38 @@ class NativeFeed:
             return max(0, size - (start - 1 if start > 0 else 0))
 
     def _routes_full(self) -> None:
-        """Python names no new routes now ("(other)" from here on): let the scanner say so."""
+        """Python names no new routes now ("(other)" from here on): let the scanner say so
+        (when its table has room for every name; else Python goes on naming them)."""
         names = list(self.agg._names)
         ids = [self._route_id(name) for name in names]
         self.scanner.routes_full([b"R" + n.encode() for n in names], ids,
                                  self._route_id("(other)"))
         self.routes_full = True
 
-    def take(self) -> Iterator[tuple[tuple[str, bytes, bytes, bytes, bytes], int]]:
-        """The scanner's joint counts, keyed as ``Aggregator.counts`` (raw tokens); it is
-        emptied at once."""
+    def take(self) -> tuple[Iterator[tuple[tuple[str, bytes, bytes], int]],
+                            Iterator[tuple[str, Any, Any, int]]]:
+        """The scanner's joint counts, emptied at once: as ``Aggregator.counts`` items (raw
+        tokens; id 0 of an absent field is b"-", of an absent route "") and as decoded
+        times (route, (ms, attempts) or None twice, count)."""
         dash = [b"-"]
         routes = self.routes if self.present[F_REQ] else [""]
-        st_v, rt_v, ut_v, us_v = (self.values[f] if self.present[f] else dash
-                                  for f in (F_STATUS, F_RT, F_UT, F_US))
-        for (rid, st, rt, ut, us), c in self.scanner.flush():
-            yield (routes[rid], st_v[st], rt_v[rt], ut_v[ut], us_v[us]), c
+        st_v, us_v = (self.values[f] if self.present[f] else dash for f in (F_STATUS, F_US))
+        by_status, by_time = self.scanner.flush()
+        return (((routes[r], st_v[st], us_v[us]), c) for (r, st, us), c in by_status), \
+            ((routes[r], _unpack(rt), _unpack(ut), c) for (r, rt, ut), c in by_time)
 
     def reset(self) -> None:
         self.agg._flush()
         self.scanner.reset()
         self.values = [[] for _ in range(6)]
-        for slot, field in _FIELD_OF.items():
-            self.learners[field] = self._value(field, self.agg._key_check(_VALUE_VARS[slot]))
+        self._set_learners()
         self.route_ids.clear()
         self.routes.clear()
         self.routes_full = False
+
+
+def _unpack(packed: int) -> tuple[int, int] | None:
+    return None if packed < 0 else (packed >> 16, packed & 0xFFFF)
 
 
 def feeder(agg: Aggregator) -> NativeFeed | None:

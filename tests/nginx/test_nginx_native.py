@@ -261,10 +261,14 @@ def test_full_value_tables_are_emptied_without_changing_the_figures(monkeypatch)
     monkeypatch.setattr(nginx_native.NativeFeed, "reset", counting)
     monkeypatch.setattr(Aggregator, "FLUSH_KEYS", 500)
     lines = AI_LOG.read_bytes().splitlines()
+    # a unique id in every other path: the raw-request cache fills and is emptied alone
+    lines = [re.sub(rb'"(GET|POST) /[^ ?]*', rb'"\1 /v1/files/%d' % i, ln, count=1) if i % 2 else ln
+             for i, ln in enumerate(lines)]
     blocks = [b"\n".join(lines[i:i + 200]) for i in range(0, len(lines), 200)]
     c, py = _both(AI_API_TEXT, blocks)
     assert resets, "300 distinct values per table should have filled one"
     assert c == py
+    assert any(r["route"].endswith("/v1/files/{id}") for r in c["routes"])
 
 
 def _odd_file(tmp_path: Path) -> Path:
