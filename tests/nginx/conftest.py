@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -41,6 +42,23 @@ AI_API_TEXT = (
     "resp_bytes=$bytes_sent request_time=$request_time upstream_time=$upstream_response_time "
     "upstream_status=$upstream_status request_id=$request_id"
 )
+
+JSON_MSEC = ('{"ts":"$msec","req":"$request","status":"$status","bytes":"$bytes_sent",'
+             '"rt":"$request_time","ut":"$upstream_response_time","us":"$upstream_status"}')
+
+
+def json_lines() -> list[bytes]:
+    """The ai_api fixture as a JSON log with $msec times, a few ms out of order."""
+    rx = re.compile(rb'\S+ \S+ "([^"]*)" (\d+) req_bytes=\d+ resp_bytes=(\d+) '
+                    rb"request_time=(\S+) upstream_time=(.+?) upstream_status=(.+?) request_id")
+    out = []
+    for i, line in enumerate((FIXTURES / "ai_api-sample.log").read_bytes().splitlines()):
+        m = rx.match(line)
+        assert m, line
+        ms = 1796000000000 + i * 7 + (i * 7919) % 5
+        out.append(b'{"ts":"%d.%03d","req":"%s","status":"%s","bytes":"%s","rt":"%s","ut":"%s",'
+                   b'"us":"%s"}' % (ms // 1000, ms % 1000, *m.groups()))
+    return out
 
 
 def free_port() -> int:

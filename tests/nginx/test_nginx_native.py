@@ -27,13 +27,11 @@ from inferfit.probes.nginx_format import COMBINED, LogFormat
 from inferfit.probes.nginx_scan import aggregate_file, aggregate_stream
 from inferfit.probes.nginx_values import BadChunk, epoch, route_of
 
-from .conftest import AI_API_TEXT, FIXTURES
+from .conftest import AI_API_TEXT, FIXTURES, JSON_MSEC, json_lines
 
 native_mod: Any = nginx_native._nginx_native
 AI_LOG = FIXTURES / "ai_api-sample.log"
 COMBINED_LOG = FIXTURES / "combined-sample.log"
-JSON_MSEC = ('{"ts":"$msec","req":"$request","status":"$status","bytes":"$bytes_sent",'
-             '"rt":"$request_time","ut":"$upstream_response_time","us":"$upstream_status"}')
 # affixes on every kept value, method and uri apart, $time_local, a literal-only quoted part
 ODD = ('[$time_local] m=$request_method u="$request_uri" "lit" s=$status b=<$body_bytes_sent> '
        'rt=$request_time ut=$upstream_response_time us=$upstream_status x="$http_user_agent"')
@@ -56,19 +54,6 @@ def _both(fmt: str, blocks: list[bytes], escape: str = "default", since: int | N
     return c.result(), py.result()
 
 
-def _json_lines() -> list[bytes]:
-    rx = re.compile(rb'\S+ \S+ "([^"]*)" (\d+) req_bytes=\d+ resp_bytes=(\d+) '
-                    rb"request_time=(\S+) upstream_time=(.+?) upstream_status=(.+?) request_id")
-    out = []
-    for i, line in enumerate(AI_LOG.read_bytes().splitlines()):
-        m = rx.match(line)
-        assert m, line
-        ms = 1796000000000 + i * 7 + (i * 7919) % 5
-        out.append(b'{"ts":"%d.%03d","req":"%s","status":"%s","bytes":"%s","rt":"%s","ut":"%s",'
-                   b'"us":"%s"}' % (ms // 1000, ms % 1000, *m.groups()))
-    return out
-
-
 @pytest.mark.parametrize("window", [None, 900, 60])
 @pytest.mark.parametrize(("fmt", "path"), [(AI_API_TEXT, AI_LOG), (COMBINED, COMBINED_LOG)])
 def test_recorded_logs_give_the_same_figures(fmt, path, window):
@@ -81,7 +66,7 @@ def test_recorded_logs_give_the_same_figures(fmt, path, window):
 
 
 def test_json_msec_log_and_a_since_until_window_give_the_same_figures():
-    lines = _json_lines()
+    lines = json_lines()
     blocks = [b"\n".join(lines[:1000]), b"\n".join(lines[1000:])]
     c, py = _both(JSON_MSEC, blocks, "json", since=1796000005, until=1796000020)
     assert c == py
@@ -107,7 +92,7 @@ def _mutate(data: st.DataObject, lines: list[bytes]) -> list[bytes]:
 def test_mutated_recorded_lines_give_the_same_figures(data):
     for fmt, path, escape in ((AI_API_TEXT, AI_LOG, "default"), (COMBINED, COMBINED_LOG, "default"),
                               (JSON_MSEC, None, "json")):
-        source = _json_lines() if path is None else path.read_bytes().splitlines()
+        source = json_lines() if path is None else path.read_bytes().splitlines()
         start = data.draw(st.integers(0, len(source) - 150))
         lines = _mutate(data, source[start:start + 150])
         cut = data.draw(st.integers(1, len(lines) - 1))

@@ -18,7 +18,7 @@ from inferfit.probes.nginx_agg import Aggregator
 from inferfit.probes.nginx_format import COMBINED, LogFormat
 from inferfit.probes.nginx_scan import aggregate_file
 
-from .conftest import AI_API_TEXT, FIXTURES
+from .conftest import AI_API_TEXT, FIXTURES, JSON_MSEC, json_lines
 from .test_nginx_probe import _NoPython
 
 AI_LOG = FIXTURES / "ai_api-sample.log"
@@ -181,26 +181,8 @@ async def test_a_window_mid_file_read_over_the_connection_has_no_bad_first_line(
     assert got["bad_lines"] == 0
 
 
-JSON_MSEC = ('{"ts":"$msec","req":"$request","status":"$status","bytes":"$bytes_sent",'
-             '"rt":"$request_time","ut":"$upstream_response_time","us":"$upstream_status"}')
-
-
-def _json_lines() -> list[bytes]:
-    """The ai_api fixture as a JSON log with $msec times, a few ms out of order."""
-    rx = re.compile(rb'\S+ \S+ "([^"]*)" (\d+) req_bytes=\d+ resp_bytes=(\d+) '
-                    rb"request_time=(\S+) upstream_time=(.+?) upstream_status=(.+?) request_id")
-    out = []
-    for i, line in enumerate(AI_LOG.read_bytes().splitlines()):
-        m = rx.match(line)
-        assert m, line
-        ms = 1796000000000 + i * 7 + (i * 7919) % 5
-        out.append(b'{"ts":"%d.%03d","req":"%s","status":"%s","bytes":"%s","rt":"%s","ut":"%s",'
-                   b'"us":"%s"}' % (ms // 1000, ms % 1000, *m.groups()))
-    return out
-
-
 def test_msec_times_are_counted_per_second_like_the_line_by_line_parser():
-    lines = _json_lines()
+    lines = json_lines()
     lines[5] = re.sub(rb'"ts":"(\d+)\.\d+"', rb'"ts":"\1"', lines[5])  # no ms: still a time
     assert lines[5].startswith(b'{"ts":"1796000000",')
     fast, slow = Aggregator(LogFormat(JSON_MSEC, "json")), Aggregator(LogFormat(JSON_MSEC, "json"))
