@@ -10,12 +10,15 @@
  *
  * Flow per chunk (complete lines joined by "\n", retry lists already folded):
  *   scan(chunk)   -> the distinct raw values this scanner has not seen, per field
- *   learn(f, ids) -> Python's verdict for each: an int id (epoch second for the
- *                    time field, route id for the request), or None (a bad value)
+ *   learn(f, ids) -> Python's verdict for each: an int (the epoch second for the
+ *                    time, a route id for the request, the decoded time for request
+ *                    and upstream times, an index into Python's list for statuses),
+ *                    or None (a bad value: its lines go to the reference parser)
  *   commit()      -> the chunk's totals, per-second counts, and rejected lines
- * Joint counts (route, status, request time, upstream time, upstream status)
+ * Lines whose values are all known are counted during scan(). Joint counts
+ * (route, status, upstream status) and (route, request time, upstream time)
  * accumulate here across chunks and go to Python with flush(). Memory is bounded:
- * scan() returns None when a value table is full; Python flushes and resets.
+ * scan() returns None when a value table could fill; Python flushes and resets.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -171,9 +171,10 @@ class NativeFeed:
                 return None
             zone = zone[len(pre):len(zone) - len(suf)]
         try:
-            return epoch(lf.time_var, v, zone)
+            when = epoch(lf.time_var, v, zone)
         except BadChunk:
             return None
+        return when if -(1 << 62) < when < 1 << 62 else None  # the scanner holds 64 bits
 
     def _set_learners(self) -> None:
         for slot, field in _FIELD_OF.items():

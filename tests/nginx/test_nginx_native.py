@@ -359,3 +359,12 @@ def test_a_format_the_scanner_cannot_cut_stays_on_python():
     assert nginx_native.feeder(Aggregator(lf)) is None
     with pytest.raises(BadChunk):
         epoch("msec", b"x", None)
+
+
+def test_times_past_64_bits_are_left_to_python():
+    lines = json_lines()[:50]
+    lines[7] = re.sub(rb'"ts":"\d+\.\d+"', b'"ts":"' + b"9" * 25 + b'.000"', lines[7])
+    lines[9] = re.sub(rb'"ts":"\d+\.\d+"', b'"ts":"' + b"9" * 25 + b'"', lines[9])
+    c, py = _both(JSON_MSEC, [b"\n".join(lines)], "json")
+    assert c == py
+    assert c["lines"] == 50
