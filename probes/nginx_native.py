@@ -328,4 +328,7 @@ def feeder(agg: Aggregator) -> NativeFeed | None:
     spec = plan_spec(agg.lf)
     if spec is None:
         return None
-    return NativeFeed(agg, spec)
+    try:
+        return NativeFeed(agg, spec)
+    except (ValueError, OverflowError):  # a plan past the scanner's limits, bounds past 64 bits
+        return None

@@ -368,3 +368,11 @@ def test_times_past_64_bits_are_left_to_python():
     c, py = _both(JSON_MSEC, [b"\n".join(lines)], "json")
     assert c == py
     assert c["lines"] == 50
+
+
+def test_what_the_scanner_cannot_hold_stays_on_python():
+    lf = LogFormat(AI_API_TEXT)
+    assert nginx_native.feeder(Aggregator(lf, since=-(1 << 70))) is None  # bound past 64 bits
+    many = " ".join(f"k{i}=$status" for i in range(300))  # more tokens than the scanner cuts
+    assert nginx_native.feeder(Aggregator(LogFormat(f'"$request" {many}'))) is None
+    assert nginx_native.feeder(Aggregator(lf)) is not None
