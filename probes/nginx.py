@@ -30,10 +30,10 @@ from inferfit.findings import ProbeResult, Status
 from inferfit.hookspecs import hookimpl
 from inferfit.hosts.base import Host, sh
 from inferfit.probes import nginx_native, nginx_remote
-from inferfit.probes.nginx_agg import SLACK_S, Aggregator, last_time, window_bounds
+from inferfit.probes.nginx_agg import SLACK_S, Aggregator
 from inferfit.probes.nginx_conf import NginxConf, parse_masters, parse_nginx_t, unreadable_reason
 from inferfit.probes.nginx_format import COMBINED, FormatError, LogFormat
-from inferfit.probes.nginx_scan import aggregate_file
+from inferfit.probes.nginx_scan import aggregate_file, last_time, window_bounds
 from inferfit.probes.nginx_values import BadChunk, epoch, parse_when, parse_window, time_ms
 
 NAME = "nginx"

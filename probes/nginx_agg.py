@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from itertools import chain, compress, groupby, islice, repeat
+from itertools import chain, compress, islice, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -24,8 +24,10 @@ from inferfit.probes.nginx_values import (
     fold_lists,
     redact,
     route_of,
+    runs_of,
     time_ms,
     upstream_statuses,
+    whole_seconds,
 )
 
 SLACK_S = 120
@@ -34,30 +36,6 @@ SLOW_LINES = 64  # a block this small that failed the fast path is parsed line b
 FAN_OUT = 8
 MAX_ROUTES = 500
 TOP_ROUTES = 10
-
-
-_MS = itemgetter(slice(-4, None))
-_NO_MS = itemgetter(slice(None, -4))
-
-
-def _whole_seconds(col: list[bytes]) -> list[bytes] | None:
-    """``1796014074.120`` -> ``1796014074`` for every token (C speed), or None when
-    some token does not end in a dot and three digits."""
-    ms = b"".join(map(_MS, col))
-    n = len(col)
-    if len(ms) != 4 * n or ms.count(b".") != n or ms[0::4].count(b".") != n or \
-            not ms.replace(b".", b"").isdigit():
-        return None
-    return list(map(_NO_MS, col))
-
-
-def _runs(col: list[bytes]) -> tuple[list[tuple[bytes, int]], bool]:
-    """Runs of equal values and their lengths, at C speed, and True (a log's times come
-    in order); or, when there are many runs, distinct values and their counts, and False."""
-    runs = [(k, len(list(g))) for k, g in groupby(col)]
-    if len(runs) * 8 <= len(col):
-        return runs, True
-    return list(Counter(col).items()), False
 
 
 _KEY_GROUPS = (("status", "upstream_status"), ("request_time", "upstream_response_time"))
@@ -244,12 +222,12 @@ class Aggregator:
         if tv:
             tcol = cols[tv]
             if tv == "msec" and not lf.affix.get(tv, (b"", b""))[1]:
-                whole = _whole_seconds(tcol)  # one key a second, not one a millisecond
+                whole = whole_seconds(tcol)  # one key a second, not one a millisecond
                 if whole is not None:
                     tcol = whole
                     cols = {**cols, tv: whole}
             tz = cols.get("_tz")
-            runs, ordered = _runs(tcol)
+            runs, ordered = runs_of(tcol)
             cache = self._tcache
             if len(cache) > 100000 or tz != self._tz:  # keys are local times: zone matters
                 cache.clear()
@@ -278,7 +256,7 @@ class Aggregator:
                         for k, v in cols.items()}
                 n = kept
                 tcol = cols[tv]
-                runs, ordered = _runs(tcol)
+                runs, ordered = runs_of(tcol)
         bname = "bytes_sent" if "bytes_sent" in cols else "body_bytes_sent"
         bcol = cols.get(bname)
         ints: list[int] = []
@@ -613,37 +591,3 @@ class Aggregator:
             out["routes"] = top
         out["routes_seen"] = len(self.routes)
         return out
-
-
-# -- times of single lines (finding the window) -------------------------------
-def parse_time(lf: LogFormat, line: bytes) -> int | None:
-    """The time of one line in epoch seconds (None when it has none or does not parse)."""
-    vals = lf.parse_line(line)
-    if vals is None or not lf.time_var:
-        return None
-    v = vals[lf.needed.index(lf.time_var)]
-    if v is None:
-        return None
-    try:
-        return epoch(lf.time_var, v, None)
-    except BadChunk:
-        return None
-
-
-def last_time(lf: LogFormat, tail: bytes) -> int | None:
-    """The latest time among the complete lines of a file's tail."""
-    best = None
-    for line in tail.split(b"\n")[1:]:
-        t = parse_time(lf, line)
-        if t is not None and (best is None or t > best):
-            best = t
-    return best
-
-
-def window_bounds(last: int | None, window_s: int | None, since: int | None,
-                  until: int | None) -> tuple[int | None, int | None]:
-    end = until if until is not None else (last + 1 if last is not None else None)
-    start = since
-    if start is None and window_s is not None and end is not None:
-        start = end - window_s
-    return start, end

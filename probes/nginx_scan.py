@@ -13,14 +13,49 @@ import marshal
 import os
 from typing import Any, BinaryIO
 
-from inferfit.probes.nginx_agg import SLACK_S, Aggregator, last_time, parse_time, window_bounds
+from inferfit.probes.nginx_agg import SLACK_S, Aggregator
 from inferfit.probes.nginx_format import LogFormat
+from inferfit.probes.nginx_values import BadChunk, epoch
 
 CHUNK_BYTES = 1 << 19  # ~2,500 lines: the chunk's token objects stay in the CPU cache
 MAX_LINE = 1 << 20
 PARALLEL_MIN_BYTES = 16 << 20  # per worker (~80k lines): forking and merging cost a few ms
 MAX_WORKERS = 16
 WORKER_NICE = 10
+
+
+# -- times of single lines (finding the window) -------------------------------
+def parse_time(lf: LogFormat, line: bytes) -> int | None:
+    """The time of one line in epoch seconds (None when it has none or does not parse)."""
+    vals = lf.parse_line(line)
+    if vals is None or not lf.time_var:
+        return None
+    v = vals[lf.needed.index(lf.time_var)]
+    if v is None:
+        return None
+    try:
+        return epoch(lf.time_var, v, None)
+    except BadChunk:
+        return None
+
+
+def last_time(lf: LogFormat, tail: bytes) -> int | None:
+    """The latest time among the complete lines of a file's tail."""
+    best = None
+    for line in tail.split(b"\n")[1:]:
+        t = parse_time(lf, line)
+        if t is not None and (best is None or t > best):
+            best = t
+    return best
+
+
+def window_bounds(last: int | None, window_s: int | None, since: int | None,
+                  until: int | None) -> tuple[int | None, int | None]:
+    end = until if until is not None else (last + 1 if last is not None else None)
+    start = since
+    if start is None and window_s is not None and end is not None:
+        start = end - window_s
+    return start, end
 
 
 def _time_at(fh: BinaryIO, lf: LogFormat, offset: int) -> int | None:
