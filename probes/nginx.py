@@ -276,7 +276,6 @@ async def aggregate_in_process(t: Target, window: int | None, since: int | None,
         return {"error": "not_found", "message": str(exc)}
     except OSError as exc:
         return {"error": "unreadable", "message": str(exc)}
-    out["parser"] = "c"
     return out
 
 
@@ -338,7 +337,7 @@ async def aggregate_here(host: Host, t: Target, window: int | None, since: int |
         agg.feed(carry)
     out = agg.result()
     out["file_bytes"] = size
-    out["parser"] = "c" if agg.native_stream is not None else "python"
+    out["parser"] = "c" if agg.native_stream is not None else "python"  # as aggregate_file
     return out
 
 
@@ -437,7 +436,7 @@ class NginxProbe:
             workers = workers_option(dict(ctx.options))
             t = await resolve(host, dict(ctx.options))
             got: dict[str, Any] | None
-            if host.transport == "local" and nginx_native.available():
+            if host.transport == "local" and nginx_native.can_cut(t.lf):
                 ctx.progress(Progress(NAME, f"aggregating {t.path} (C scanner)"))
                 got, where = await aggregate_in_process(t, window, since, until), "locally"
             else:

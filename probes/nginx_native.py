@@ -49,6 +49,11 @@ def available() -> bool:
     return _nginx_native is not None and os.environ.get("INFERFIT_NGINX_NATIVE", "1") != "0"
 
 
+def can_cut(lf: LogFormat) -> bool:
+    """Whether this process aggregates ``lf``'s lines with the C scanner."""
+    return available() and plan_spec(lf) is not None
+
+
 def _slots(lf: LogFormat) -> dict[tuple[str, str], int]:
     """Capture slot of each (variable, part) the aggregates need."""
     needed = lf.needed

@@ -243,4 +243,5 @@ def aggregate_file(path: str, lf: LogFormat, window_s: int | None = 900,
     out["file_bytes"] = size
     out["bytes_scanned"] = read
     out["workers"] = used
+    out["parser"] = "c" if agg.native_stream is not None else "python"
     return out

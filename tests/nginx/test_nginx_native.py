@@ -376,3 +376,14 @@ def test_what_the_scanner_cannot_hold_stays_on_python():
     many = " ".join(f"k{i}=$status" for i in range(300))  # more tokens than the scanner cuts
     assert nginx_native.feeder(Aggregator(LogFormat(f'"$request" {many}'))) is None
     assert nginx_native.feeder(Aggregator(lf)) is not None
+
+
+async def test_a_local_log_the_scanner_cannot_cut_goes_to_the_box_script(tmp_path):
+    fmt = '$remote_addr $request $status'  # free text outside quotes: no plan
+    log = tmp_path / "plain.log"
+    log.write_bytes(b"127.0.0.1 GET /v1/models HTTP/1.1 200\n" * 40)
+    ctx = ProbeContext(options={"log_path": str(log), "log_format": fmt, "window": "all"},
+                       config=Config())
+    values = (await NginxProbe().check(LocalHost(), ctx)).values
+    assert (values["parser"], values["aggregated_on"]) == ("python", "box")
+    assert values["status_counts"]["200"] == 40
