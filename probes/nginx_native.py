@@ -50,8 +50,9 @@ def available() -> bool:
 
 
 def can_cut(lf: LogFormat) -> bool:
-    """Whether this process aggregates ``lf``'s lines with the C scanner."""
-    return available() and plan_spec(lf) is not None
+    """Whether this process aggregates ``lf``'s lines with the C scanner (the same test
+    ``feeder`` makes: built, turned on, a plan it can hold)."""
+    return feeder(Aggregator(lf)) is not None
 
 
 def _slots(lf: LogFormat) -> dict[tuple[str, str], int]:
